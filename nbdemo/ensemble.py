@@ -1,0 +1,66 @@
+"""N copies of one architecture trained as one vectorised ensemble (torch.func).
+
+The members' parameters are stacked along a new first axis (`stack_module_state`) and the forward
+pass is `vmap(functional_call)`. SGD on the stacked tensors is exactly SGD on each member, because
+momentum and weight decay act elementwise and the summed loss gives each member its own gradient.
+Member i draws its batches from seed `seed + i`, so it matches `train(copy_of_member_i, seed=seed + i)`.
+
+BatchNorm's running statistics are buffers updated in place, which vmap does not allow: train such
+models one by one with `nbdemo.train.train`.
+"""
+import copy
+
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+from .train import batches, fit, loss_fn
+
+
+def stack(models):
+    """Stack the parameters of `models` (same architecture) into leaf tensors of shape (N, ...)."""
+    if any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in models[0].modules()):
+        raise ValueError("BatchNorm running statistics do not vectorise; train these members with train() one by one")
+    params, _ = stack_module_state(models)
+    return {k: v.detach().requires_grad_() for k, v in params.items()}
+
+
+def ensemble_forward(model, params, X, *, per_member=False, **kwargs):
+    """Run every member on X, shared (n, ...) or, with per_member=True, one batch each (N, n, ...).
+
+    kwargs go to the model's forward (e.g. `features=True` for MLP). Outputs gain a leading N axis.
+    """
+    base = copy.deepcopy(model).to("meta")
+
+    def one(p, x):
+        return functional_call(base, p, (x,), kwargs)
+
+    return vmap(one, in_dims=(0, 0 if per_member else None))(params, X)
+
+
+def train_ensemble(models, X, y, *, steps, lr, batch_size=None, momentum=0.0, weight_decay=0.0, lr_milestones=(),
+                   seed=0, loss="ce", record=None, record_at=None, progress=True):
+    """Train the members of `models` (one architecture, their own inits) as one ensemble.
+
+    Returns (params, History): params maps names to stacked (N, ...) tensors (see `ensemble_forward`);
+    History.loss has shape (steps, N). record(params, step) -> dict is called on the schedule of `train`.
+    batch_size=None is full-batch gradient descent, the same data for every member.
+    """
+    params, n = stack(models), len(models)
+    model, criterion = models[0], loss_fn(loss)
+    per_member_loss = vmap(criterion)
+    if batch_size is None or batch_size >= len(X):
+        orders = batches(len(X), None, steps, seed, X.device)
+        step_loss = lambda idx: per_member_loss(ensemble_forward(model, params, X[idx]), y[idx].expand(n, -1))
+    else:
+        orders = zip(*(batches(len(X), batch_size, steps, seed + i, X.device) for i in range(n)))
+        step_loss = lambda idx: per_member_loss(
+            ensemble_forward(model, params, X[torch.stack(idx)], per_member=True), y[torch.stack(idx)])
+
+    def on_record(s):
+        with torch.no_grad():
+            return record({k: v.detach() for k, v in params.items()}, s)
+
+    hist = fit(list(params.values()), step_loss, orders, steps=steps, lr=lr, momentum=momentum,
+               weight_decay=weight_decay, lr_milestones=lr_milestones, record=record and on_record,
+               record_at=record_at, progress=progress, shape=(n,))
+    return {k: v.detach() for k, v in params.items()}, hist
