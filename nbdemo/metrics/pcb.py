@@ -1,0 +1,160 @@
+"""Quantities of the PC-bias paper (Hacohen & Weinshall), §2-§3: principal coordinates, the optimal linear
+map, compact representations, the Eq. 10 prediction and the gradient scale matrices of Eq. 7.
+
+Conventions. Data matrices are rows: X (n, q), Y (n, K). The paper's Σ_XX = XᵀX and Σ_YX = YᵀX are
+uncentered *sums* over the n samples. A compact weight W maps inputs to outputs, W (..., K, q), with any
+leading axes (e.g. N ensemble members). Principal coordinates of W are W @ U; its column j, w_j (K,),
+is the weight along the j-th principal direction. Computations that involve inverses, eigenvalues or ratios
+are done in float64 and returned in float64. All functions are pure: they never train, load data or plot.
+"""
+import torch
+
+
+def principal_coordinates(X):
+    """Principal coordinate system of Def. 1: Σ_XX = XᵀX = U diag(d) Uᵀ.
+
+    Returns (U, d) in float64: U (q, q) with the principal directions as columns, d (q,) sorted descending
+    (eigenvalues of the uncentered sum XᵀX, clamped at 0). With a loss averaged over the n samples, the rate of
+    Eq. 10 uses d / n. Each direction's sign is fixed so that its largest-magnitude entry is positive.
+    """
+    X = X.double()
+    d, U = torch.linalg.eigh(X.T @ X)
+    d, U = d.flip(0).clamp_min(0), U.flip(1)
+    rows = U.abs().argmax(0)
+    U = U * torch.sign(U[rows, torch.arange(U.shape[1])])
+    return U, d
+
+
+def w_opt(X, Y, rcond=1e-10):
+    """The optimal linear map W_opt = Σ_YX Σ_XX⁺ (K, q), float64: the least-squares solution of W X ≈ Y.
+
+    Y is (n, K) (one-hot or ±1 targets). Σ_XX is pseudo-inverted, dropping eigenvalues below rcond·d_1, so
+    W_opt has no component along directions the data does not span.
+    """
+    X, Y = X.double(), Y.double()
+    return Y.T @ X @ torch.linalg.pinv(X.T @ X, rtol=rcond, hermitian=True)
+
+
+def compact_weight(model_or_params):
+    """Compact representation W = W_L ⋯ W_1 (..., K, q) of a stack of linear maps, biases and activations ignored.
+
+    Accepts a list of weight tensors [W_1, ..., W_L] (each (..., out, in), leading axes broadcast), a dict of
+    parameters (its 2-D-or-more '...weight' entries in order, e.g. stacked (N, out, in) ensemble parameters),
+    or an nn.Module (its nn.Linear layers in order, e.g. nbdemo.models.MLP with ReLU ignored).
+    """
+    if isinstance(model_or_params, torch.nn.Module):
+        weights = [m.weight for m in model_or_params.modules() if isinstance(m, torch.nn.Linear)]
+    elif isinstance(model_or_params, dict):
+        weights = [v for k, v in model_or_params.items() if k.endswith("weight") and v.dim() >= 2]
+    else:
+        weights = list(model_or_params)
+    W = weights[-1]
+    for Wl in reversed(weights[:-1]):
+        W = W @ Wl
+    return W
+
+
+def zca_whiten(X, eps=1e-2):
+    """ZCA whitening fitted on the training rows X (n, q): x ↦ (x - μ) C_eps^(-1/2), C_eps^(-1/2) = V (Λ + eps)^(-1/2) Vᵀ.
+
+    C = (X - μ)ᵀ(X - μ) / n is the centred covariance with eigenpairs (Λ, V); `eps` is added to every eigenvalue
+    (absolute, in the units of the data's variance: with per-channel standardised data the eigenvalues sum to q),
+    so directions with variance ≫ eps get unit variance and those with variance ≲ eps are damped instead of blown up.
+    Returns (Xw, transform): the whitened X in X's dtype, and a function applying the same map to other rows.
+    """
+    X64 = X.double()
+    mu = X64.mean(0)
+    lam, V = torch.linalg.eigh((X64 - mu).T @ (X64 - mu) / len(X))
+    T = V @ torch.diag((lam.clamp_min(0) + eps).rsqrt()) @ V.T
+
+    def transform(Z):
+        return ((Z.double() - mu) @ T).to(Z.dtype)
+
+    return transform(X), transform
+
+
+def pc_prediction(W0, Wopt, d, lr, depth, steps):
+    """Eq. 10: w_j^s = λ_j^s w_j^0 + (1 - λ_j^s) w_j,opt with λ_j = 1 - μ L d_j, for every column j.
+
+    W0, Wopt (..., K, q) are in principal coordinates; d (q,) the eigenvalues in the loss's convention (d / n for a
+    loss averaged over n samples, the loss being ½‖Wx - y‖²). Exact for L = 1 under full-batch gradient descent.
+    """
+    lam = (1 - lr * depth * d.double()) ** steps
+    return lam * W0.double() + (1 - lam) * Wopt.double()
+
+
+def pc_distance(W, Wopt):
+    """‖w_j - w_j,opt‖ over the K outputs, for every column j: (..., q). Both in principal coordinates."""
+    return (W.double() - Wopt.double()).norm(dim=-2)
+
+
+def pc_std(W):
+    """Spread of w_j across the N models of W (N, K, q): sqrt of the mean over K of the (unbiased) variance across N, (q,)."""
+    return W.double().var(0).mean(0).sqrt()
+
+
+def band_medians(v, edges=(10, 100)):
+    """Medians of a per-PC quantity v (..., q) over the PC bands [1, e_1], (e_1, e_2], ..., (e_last, q]: (..., n_bands)."""
+    q = v.shape[-1]
+    cuts = [0, *[e for e in edges if e < q], q]
+    return torch.stack([v[..., a:b].median(-1).values for a, b in zip(cuts[:-1], cuts[1:])], -1)
+
+
+def convergence_rate(v, steps):
+    """Per-column exponential rate r_j of v_j(s) ∝ exp(-r_j s): minus the least-squares slope of log v against steps.
+
+    v (S, ..., q) holds a positive quantity (e.g. pc_distance) at the S recorded `steps`. For L = 1 GD the
+    distance to the optimum gives r_j = -log(1 - μ d_j) exactly.
+    """
+    s = torch.as_tensor(steps, dtype=torch.float64)
+    s = (s - s.mean()).reshape(-1, *[1] * (v.dim() - 1))
+    logv = v.double().log()
+    return -(s * (logv - logv.mean(0))).sum(0) / (s ** 2).sum(0)
+
+
+def gradient_scale_matrices(weights):
+    """The gradient scale matrices of Eq. 7 for weights [W_1, ..., W_L] (each (..., m_l, m_{l-1})), float64.
+
+    A_l = (W_L ⋯ W_{l+1})(W_L ⋯ W_{l+1})ᵀ (K, K) and B_l = (W_{l-1} ⋯ W_1)ᵀ(W_{l-1} ⋯ W_1) (q, q), for l = 1..L;
+    empty products are the identity (A_L = I_K, B_1 = I_q). Returns the lists (A, B).
+    """
+    weights = [W.double() for W in weights]
+    L, K, q = len(weights), weights[-1].shape[-2], weights[0].shape[-1]
+    eye = lambda k: torch.eye(k, dtype=torch.float64, device=weights[0].device)
+    A, B = [None] * L, [None] * L
+    top, bottom = eye(K), eye(q)
+    for l in reversed(range(L)):  # top = W_L ⋯ W_{l+2}, then times W_{l+1}
+        A[l] = top @ top.transpose(-1, -2)
+        top = top @ weights[l]
+    for l in range(L):  # bottom = W_{l-1} ⋯ W_1
+        B[l] = bottom.transpose(-1, -2) @ bottom
+        bottom = weights[l] @ bottom
+    return A, B
+
+
+def scale_expectations(dims, variances):
+    """Theorem 3: E[A_l] = α_l I and E[B_l] = β_l I for iid init with per-layer variances σ_l² and widths dims.
+
+    dims = [m_0 = q, m_1, ..., m_L = K]; variances = [σ_1², ..., σ_L²]. β_l = Π_{n<l} m_n σ_n²,
+    α_l = Π_{n>l} m_{n-1} σ_n². Returns the lists (α, β), l = 1..L.
+    """
+    L = len(variances)
+    alpha = [torch.tensor([dims[n - 1] * variances[n - 1] for n in range(l + 2, L + 1)]).double().prod().item()
+             for l in range(L)]
+    beta = [torch.tensor([dims[n] * variances[n - 1] for n in range(1, l + 1)]).double().prod().item()
+            for l in range(L)]
+    return alpha, beta
+
+
+def scale_matrix_stats(M, scale):
+    """Elementwise statistics of a gradient scale matrix M (..., k, k) against scale·I, as in Fig. 3, float64.
+
+    Returns a dict: 'diag_dev' = mean |M_ii - scale|, 'offdiag_mean' = mean of M_ij (i ≠ j), 'offdiag_rms' =
+    root mean square of M_ij (i ≠ j); means are over the entries and any leading axes.
+    """
+    M = M.double()
+    k = M.shape[-1]
+    diag = torch.diagonal(M, dim1=-2, dim2=-1)
+    off = M[..., ~torch.eye(k, dtype=torch.bool, device=M.device)]
+    return {"diag_dev": (diag - scale).abs().mean().item(), "offdiag_mean": off.mean().item(),
+            "offdiag_rms": off.pow(2).mean().sqrt().item()}
