@@ -40,3 +40,139 @@ def interclass_cosine(F, y):
     counts = onehot.sum(0)
     between = U.sum(0).square().sum() - class_sums.square().sum()  # sum of <u_i, u_j> over y_i != y_j
     return float(between / (len(U) ** 2 - counts.square().sum()))
+
+
+# --- Per-sample gradients, weight changes and common directions (TFD-2 … TFD-5) ---------------------------
+# Conventions: a linear layer's weight is W^(l) ∈ R^{h×d} (out × in, as nn.Linear.weight); F^(l-1) ∈ R^d is its
+# input feature, g^(l) = D^(l) Ḟ^(l) ∈ R^h the gradient of one sample's loss w.r.t. its pre-activation, so the
+# weight change made by sample x under SGD with learning rate lr is ΔW^(l)|x = -lr · g^(l) F^(l-1)ᵀ (rank one).
+# "Pseudo-neurons" are the d columns w_i ∈ R^h of W^(l) (the rows of W^(l)ᵀ in the backward pass, Eq. 2).
+
+
+def feature_grads(features, logits, y):
+    """Per-sample gradients [Ḟ for each tensor in `features`] + [∂ℓ/∂logits] of the cross-entropy ℓ(x).
+
+    One backward pass of the *summed* loss: sample x's loss depends only on row x, so row x of each gradient is
+    that sample's own gradient (not divided by n). `features` must be in `logits`' autograd graph (e.g. the
+    hidden features F1…F_{L-1} returned by `MLP.features`, not the input).
+    """
+    loss = torch.nn.functional.cross_entropy(logits, y, reduction="sum")
+    return list(torch.autograd.grad(loss, [*features, logits]))
+
+
+def weight_changes(g, f_prev, lr):
+    """Per-sample weight changes ΔW|x = -lr · g_x f_prev,xᵀ, shape (n, h, d); this holds n·h·d numbers."""
+    return -lr * g[:, :, None] * f_prev[:, None, :]
+
+
+def mean_weight_change(g, f_prev, lr):
+    """E_x ΔW|x = -lr · Gᵀ F_prev / n, shape (h, d), without materialising the per-sample changes."""
+    return -lr * g.T @ f_prev / len(g)
+
+
+def _unit(x, dim=-1):
+    x = x.double()
+    return x / x.norm(dim=dim, keepdim=True).clamp_min(1e-300)
+
+
+def same_class_cosine(grads, y):
+    """E_c E_{x≠x' ∈ X_c} cos(Ḟ|x, Ḟ|x') (Fig. 2b): mean pairwise cosine within each class, then the unweighted
+    mean over classes. grads: (n, h); y: (n,). Classes with fewer than two samples are skipped. float64."""
+    u = _unit(grads.flatten(1))
+    per_class = []
+    for c in y.unique():
+        uc = u[y == c]
+        m = len(uc)
+        if m > 1:
+            s = uc.sum(0)
+            per_class.append(((s @ s) - m) / (m * (m - 1)))  # Σ_{x≠x'} cos = ‖Σ u‖² − Σ ‖u‖²
+    return torch.stack(per_class).mean().item()
+
+
+def pseudo_neuron_cosine(dW):
+    """Mean cos(Δw_i, Δw_j) over pairs i ≠ j of the columns of dW (h, d) (Fig. 2c); zero columns are skipped.
+
+    A single sample's change is rank one (all its columns are parallel to g, cos = sign(f_i f_j)), so the paper's
+    quantity is informative for the change of a batch, e.g. `mean_weight_change` over the samples. float64.
+    """
+    cols = dW.double().T
+    cols = cols[cols.norm(dim=1) > 0]
+    u = _unit(cols)
+    m, s = len(u), u.sum(0)
+    return (((s @ s) - m) / (m * (m - 1))).item()
+
+
+def common_direction(dW):
+    """The unit common direction C of Eq. (5): argmin_C Σ_t ‖dW_t − C ΔV_tᵀ‖²_F over a stack dW (T, h, d) (or one
+    (h, d) matrix), i.e. the top eigenvector of Σ_t dW_t dW_tᵀ. Sign convention: its largest entry is positive.
+
+    For per-sample rank-one changes -lr g_x f_xᵀ pass (‖f_x‖ g_x)[:, :, None]: it has the same Σ dW dWᵀ up to lr².
+    """
+    dW = dW.double().reshape(-1, *dW.shape[-2:])
+    M = torch.einsum("thd,tkd->hk", dW, dW)
+    C = torch.linalg.eigh(M).eigenvectors[:, -1]
+    return C * torch.sign(C[C.abs().argmax()])
+
+
+def decompose(W, C):
+    """Lemmas 1-2: Wᵀ = V Cᵀ + ε with V = Wᵀ C / CᵀC and ε = Wᵀ − Wᵀ C Cᵀ / CᵀC (so ε C = 0).
+
+    W: (..., h, d) a weight or a weight change; C: (h,). Returns V (..., d) and ε (..., d, h), in float64.
+    """
+    W, C = W.double(), C.double()
+    V = W.transpose(-1, -2) @ C / (C @ C)
+    return V, W.transpose(-1, -2) - V[..., None] * C
+
+
+def common_directions(dW, k=5):
+    """Successive common directions C_1…C_k of a stack of weight changes dW (T, h, d) (app. G, Fig. 4).
+
+    C_i is the common direction (Eq. 5) of what is left after removing C_1…C_{i-1}; ΔV_{i,t} its coefficients.
+    The strength is s_i = ‖C_i ΔV̄_iᵀ‖_F with ΔV̄_i = E_t ΔV_{i,t}. Returns C (k, h) and s (k,) in float64.
+    """
+    R = dW.double().reshape(-1, *dW.shape[-2:]).clone()
+    Cs, s = [], []
+    for _ in range(k):
+        C = common_direction(R)
+        V, _ = decompose(R, C)                     # (T, d)
+        R -= C[None, :, None] * V[:, None, :]
+        Cs.append(C)
+        s.append(V.mean(0).norm() * C.norm())
+    return torch.stack(Cs), torch.stack(s)
+
+
+def perspective2(w_next, c_next, g_next, f, f_prev, lr, k=3):
+    """Theorem 1: split each sample's ΔW^(l) by the common direction C^(l+1) of the layer above.
+
+    ΔW^(l) = ΔW_primary + Σ_k ΔW_noise^(k), with W^(l+1)ᵀ = V Cᵀ + ε (Lemma 2), ε = Σ_k σ_k U_k 𝒱_kᵀ (SVD) and
+    ΔW^(l+1) = -lr g_next Fᵀ = C ΔVᵀ + Δεᵀ (Lemma 1). Since ΔVᵀF/‖F‖² = -lr Cᵀg and ΔεᵀF/‖F‖² = -lr (g − C Cᵀg):
+      ‖ΔW_primary‖_F = lr |Cᵀg| ‖D V‖ ‖F^(l-1)‖,  ‖ΔW_noise^(k)‖_F = lr σ_k |𝒱_kᵀ g| ‖D U_k‖ ‖F^(l-1)‖.
+    w_next: W^(l+1) (h', h); c_next: C^(l+1) (h',); g_next: (n, h') pre-activation gradients of layer l+1;
+    f: F^(l) (n, h) (its gates D = 1[F > 0]); f_prev: F^(l-1) (n, d).
+    Returns per-sample strengths S_primary (n,) and S_noise (n, k), in float64 (average them for Table 1).
+    """
+    C = _unit(c_next)
+    V, eps = decompose(w_next, C)                       # (h,), (h, h')
+    U, sig, Vh = torch.linalg.svd(eps, full_matrices=False)
+    D = (f > 0).double()
+    g, fn = g_next.double(), f_prev.double().norm(dim=1)
+    primary = lr * (g @ C).abs() * (D * V).norm(dim=1) * fn
+    noise = lr * sig[:k] * (g @ Vh[:k].T).abs() * (D[:, :, None] * U[None, :, :k]).norm(dim=1) * fn[:, None]
+    return primary, noise
+
+
+def cos_rows(a, b):
+    """Row-wise cosine similarity of (..., m) tensors, broadcasting, in float64."""
+    return (_unit(a) * _unit(b)).sum(-1)
+
+
+def lemma3_o(dV, f_prev, V, dF_prev):
+    """o^(l) = cos(ΔV^(l), F^(l-1)) · cos(V^(l), ΔF^(l-1)) of Lemma 3 / Fig. 6, per sample (rows broadcast)."""
+    return cos_rows(dV, f_prev) * cos_rows(V, dF_prev)
+
+
+def per_class_accuracy(logits, y, n_classes):
+    """Accuracy of argmax(logits) within each class, shape (n_classes,); NaN for a class absent from y."""
+    hit = (logits.argmax(-1) == y).double()
+    count = torch.bincount(y, minlength=n_classes).double()
+    return torch.bincount(y, weights=hit, minlength=n_classes) / count
