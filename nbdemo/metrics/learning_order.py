@@ -62,8 +62,8 @@ def critical_principal_component(X, y, W, U):
     The classifier sees x projected onto the first P principal directions; its scores are the cumulative
     sums over j ≤ P of (W u_j)(u_j·x). Returns (n,) in 1..q, or q + 1 if W misclassifies x itself.
     """
-    Xc = (X @ U).double()                         # (n, q) principal coordinates
-    Wc = (W @ U).double()                         # (K, q)
+    U = U.double()
+    Xc, Wc = X.double() @ U, W.double() @ U       # (n, q), (K, q) in principal coordinates
     scores = torch.cumsum(Xc[:, :, None] * Wc.T[None], dim=1)  # (n, q, K)
     return critical_level(scores.argmax(-1) == y[:, None])
 
