@@ -1,0 +1,141 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from nbdemo.metrics import pfc
+
+
+def simplex_etf(K, D, n, scale=3.0, seed=0):
+    """n copies of each vertex of a K-class simplex ETF embedded in R^D by a random partial isometry."""
+    g = torch.Generator().manual_seed(seed)
+    U = torch.linalg.qr(torch.randn(D, K, generator=g, dtype=torch.float64))[0]
+    M = scale * (K / (K - 1)) ** 0.5 * U @ (torch.eye(K, dtype=torch.float64) - 1 / K)  # D x K, Eq. (1)
+    y = torch.arange(K).repeat_interleave(n)
+    return M.T[y] + 5.0, y  # shifted: the metrics centre at the global mean
+
+
+def noisy_classes(K=4, D=12, n=30, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(K).repeat_interleave(n)
+    return torch.randn(K, D, generator=g)[y] * 0.7 + torch.randn(K * n, D, generator=g), y
+
+
+def test_exact_etf_is_fully_collapsed():
+    H, y = simplex_etf(K=5, D=20, n=7)
+    assert pfc.pfc1(H, y) == pytest.approx(0, abs=1e-12)
+    assert pfc.pfc2(H, y) == pytest.approx(0, abs=1e-7)
+    assert pfc.pfc3(H, y) == 1.0
+
+
+def test_rotation_translation_and_scale_leave_metrics_unchanged():
+    H, y = noisy_classes()
+    Q = torch.linalg.qr(torch.randn(12, 12, generator=torch.Generator().manual_seed(2)))[0]
+    before = pfc.pfc_metrics(H, y)
+    after = pfc.pfc_metrics(3.7 * H @ Q + 11.0, y)
+    assert before["PFC1"] > 0.05 and before["PFC2"] > 0.05 and before["PFC3"] < 1
+    for k in before:
+        assert after[k] == pytest.approx(before[k], rel=1e-5)
+
+
+def test_pfc1_analytic_two_clusters():
+    # classes at -m and +m on e1, each with two points at +-s on e2: tr Sigma_W = s^2, tr Sigma_B = m^2
+    m, s = 2.0, 0.5
+    H = torch.tensor([[-m, s], [-m, -s], [m, s], [m, -s]])
+    y = torch.tensor([0, 0, 1, 1])
+    assert pfc.pfc1(H, y) == pytest.approx(s ** 2 / m ** 2)
+
+
+def test_pfc2_two_classes_is_always_an_etf_and_collinear_means_are_not():
+    H, y = noisy_classes(K=2)
+    assert pfc.pfc2(H, y) == pytest.approx(0, abs=1e-7)
+    K = 4
+    y = torch.arange(K).repeat_interleave(3)
+    H = torch.tensor([0.0, 1.0, 3.0, 7.0])[y, None] * torch.ones(1, 6)  # class means on one line
+    assert pfc.pfc2(H, y) == pytest.approx(math.sqrt(2 - 2 / math.sqrt(K - 1)))
+
+
+def test_pfc3_counts_the_nearest_mean():
+    # class 0 = {0, 0, 3} (mean 1), class 1 = {2, 2, 2} (mean 2): the point 3 is nearer the other mean
+    H = torch.tensor([0.0, 0.0, 3.0, 2.0, 2.0, 2.0])[:, None]
+    y = torch.tensor([0, 0, 0, 1, 1, 1])
+    assert pfc.pfc3(H, y) == pytest.approx(5 / 6)
+
+
+def test_relative_depth_and_straightness():
+    x = torch.randn(10, 3)
+    d = torch.randn(10, 3)
+    feats = [x, x + d, x + 2 * d, x + 5 * d]  # displacements 1, 1, 3 (in units of ||d||)
+    np.testing.assert_allclose(pfc.relative_depth(feats), [0, 0.2, 0.4, 1.0], atol=1e-12)
+    assert pfc.straightness(feats) == pytest.approx(1.0)
+    bent = [x, x + d, x]  # out and back: the chord is zero
+    assert pfc.straightness(bent) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_geodesic_endpoints_and_theorem1_monotone_pfc1():
+    H0, y = noisy_classes()
+    means, _ = pfc.class_means(H0, y)
+    H1 = 2 * means[y]  # collapsed end point aligned with the input means: Theorem 1's assumption holds
+    assert pfc.theorem1_inner(H0, H1, y) > 0
+    assert pfc.theorem1_inner(H0, -H1, y) < 0
+    ts = np.linspace(0, 1, 21)
+    curve = pfc.geodesic(H0, H1, y, ts)
+    assert curve["PFC1"][0] == pytest.approx(pfc.pfc1(H0, y))
+    assert curve["PFC1"][-1] == pytest.approx(0, abs=1e-12)
+    assert curve["PFC2"][-1] == pytest.approx(pfc.pfc2(H1, y))
+    assert np.all(np.diff(curve["PFC1"]) < 0)
+
+
+def test_theorem1_inner_equals_between_class_scatter_for_identical_ends():
+    H, y = noisy_classes()
+    means, _ = pfc.class_means(H, y)
+    expected = float(((means - H.double().mean(0)) ** 2).sum())
+    assert pfc.theorem1_inner(H, H, y) == pytest.approx(expected)
+
+
+def test_data_alignment():
+    X, _ = noisy_classes()
+    assert pfc.data_alignment(4 * X, X) == pytest.approx(0, abs=1e-7)
+    assert pfc.data_alignment(-X, X) == pytest.approx(2.0)
+
+
+# --- the MUFM / UFM solvers of nbdemo.pfc (Eq. 13, MSE loss) ---
+from nbdemo import pfc as models  # noqa: E402
+
+
+def small_mufm(K=3, d=6, n=10):
+    X, y = models.gaussian_classes(K, d, n, seed=3)
+    return X, y, torch.nn.functional.one_hot(y).double()
+
+
+def test_closed_forms_zero_their_block_gradient():
+    X, y, Y = small_mufm()
+    g = torch.Generator().manual_seed(4)
+    W = torch.randn(3, 6, generator=g, dtype=torch.float64)
+    H = torch.randn(30, 6, generator=g, dtype=torch.float64)
+    gW, _ = models.mufm_gradients(models.w_star(H, y, 0.05), H, X, Y, 0.05, 0.01, 30)
+    _, gH = models.mufm_gradients(W, models.mufm_h_star(W, X, Y, 0.01), X, Y, 0.05, 0.01, 30)
+    assert float(gW.abs().max()) < 1e-12 and float(gH.abs().max()) < 1e-12
+
+
+def test_gd_in_the_reduced_basis_equals_plain_gd():
+    X, y, Y = small_mufm()
+    W, H, _ = models.solve_mufm_gd(X, y, lam_W=0.05, lams=[0.01], steps=50, lr=0.5, seed=5)
+    g = torch.Generator().manual_seed(5)  # the solver's own initial draw, then 50 plain GD steps on (W, H)
+    W0 = torch.randn(3, 6, generator=g, dtype=torch.float64)
+    H0 = torch.randn(30, 6, generator=g, dtype=torch.float64)
+    for _ in range(50):
+        gW, gH = models.mufm_gradients(W0, H0, X, Y, 0.05, 0.01, 30)
+        W0, H0 = W0 - 0.5 * gW, H0 - 0.5 * gH
+    torch.testing.assert_close(W[0], W0, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(H[0], H0, rtol=1e-10, atol=1e-10)
+
+
+def test_exact_solver_converges_and_ufm_optimum_is_collapsed():
+    X, y, _ = small_mufm()
+    both = torch.stack([X, torch.zeros_like(X)])
+    W, H, gn = models.solve_mufm_exact(both, y, lam_W=0.05, lams=[0.01, 0.01])
+    assert float(gn.max()) < 1e-8
+    assert pfc.pfc1(H[1], y) < 1e-10 and pfc.pfc2(H[1], y) < 1e-5  # UFM: neural collapse
+    assert pfc.pfc1(H[0], y) > 1e-3  # MUFM: the data keeps it from collapsing (Theorem 4)
