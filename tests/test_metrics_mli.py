@@ -111,16 +111,16 @@ def test_batchnorm_statistics_recomputed_not_interpolated():
 
 def test_plateau_ends():
     alphas = torch.linspace(0, 1, 11)
-    error = torch.tensor([0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.5, 0.2, 0.1, 0.0, 0.0])
+    error = torch.tensor([0.85, 0.9, 0.9, 0.9, 0.9, 0.9, 0.5, 0.2, 0.9, 0.0, 0.0])  # random init, then one class
     loss = torch.tensor([2.30, 2.31, 2.29, 2.2, 2.0, 1.5, 1.0, 0.5, 0.2, 0.1, 0.0])
     p = plateau(alphas, error, loss, 10, eps=0.05)
-    assert p["error_end"] == pytest.approx(0.5)
-    assert p["loss_end"] == pytest.approx(0.2)
+    assert (p["error_start"], p["error_end"], p["error_len"]) == pytest.approx((0.1, 0.5, 0.4))
+    assert (p["loss_start"], p["loss_end"], p["loss_len"]) == pytest.approx((0.0, 0.2, 0.2))
     assert p["loss_level"] == pytest.approx(math.log(10))
     off = plateau(alphas, error - 0.5, loss + 1, 10, eps=0.05)
-    assert math.isnan(off["error_end"]) and math.isnan(off["loss_end"])
+    assert math.isnan(off["error_end"]) and off["error_len"] == 0.0 and off["loss_len"] == 0.0
     flat = plateau(alphas, torch.full((11,), 0.5), torch.full((11,), math.log(2)), 2, eps=0.01)
-    assert flat["error_end"] == 1.0 and flat["loss_end"] == 1.0
+    assert flat["error_len"] == 1.0 and flat["loss_len"] == 1.0
 
 
 def test_curve_shape():

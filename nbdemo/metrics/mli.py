@@ -89,26 +89,34 @@ def interpolate(model, theta0, thetaT, X, y, alphas, *, scheme="normal", batch_s
                 error=torch.tensor(error, dtype=torch.float64))
 
 
-def _prefix_end(alphas, inside):
-    """Largest α such that `inside` holds at every grid point up to it; NaN if it fails at the first one."""
-    out = (~inside).nonzero()
-    n = len(inside) if len(out) == 0 else out[0].item()
-    return float(alphas[n - 1]) if n > 0 else math.nan
+def _first_run(alphas, inside):
+    """(start, end) α of the first run of consecutive grid points where `inside` holds; (NaN, NaN) if none."""
+    idx = inside.nonzero().flatten()
+    if len(idx) == 0:
+        return math.nan, math.nan
+    i = j = idx[0].item()
+    while j + 1 < len(inside) and inside[j + 1]:
+        j += 1
+    return float(alphas[i]), float(alphas[j])
 
 
 def plateau(alphas, error, loss, k, *, eps, tol=0.01):
-    """The plateau of an interpolation curve of a k-class problem, measured from α = 0.
+    """The plateaus of an interpolation curve of a k-class problem.
 
-    Error plateau: the α-range [0, error_end] over which |error − (1 − 1/k)| ≤ tol at every grid point
-    (the error of predicting one class for a balanced set). Loss plateau: [0, loss_end] over which
-    |loss − log k| ≤ eps. An end is NaN when the curve is already off the level at α = alphas[0].
-    Returns dict(error_end, loss_end, error_level, loss_level).
+    Error plateau: the first run of consecutive grid points with |error − (1 − 1/k)| ≤ tol, the error of
+    predicting a single class on a balanced set. It may start after α = 0, because the initial network's
+    predictions are random (the paper's Theorem 1 skips [0, δ/Δ_min] for the same reason).
+    Loss plateau: the first run with |loss − log k| ≤ eps.
+    Returns dict(error_start, error_end, error_len, loss_start, loss_end, loss_len, error_level, loss_level);
+    a length is end − start (0 when there is no such point).
     """
     alphas, error, loss = (torch.as_tensor(t, dtype=torch.float64) for t in (alphas, error, loss))
     err_level, loss_level = 1 - 1 / k, math.log(k)
-    return dict(error_end=_prefix_end(alphas, (error - err_level).abs() <= tol),
-                loss_end=_prefix_end(alphas, (loss - loss_level).abs() <= eps),
-                error_level=err_level, loss_level=loss_level)
+    out = dict(error_level=err_level, loss_level=loss_level)
+    for name, inside in (("error", (error - err_level).abs() <= tol), ("loss", (loss - loss_level).abs() <= eps)):
+        start, end = _first_run(alphas, inside)
+        out.update({f"{name}_start": start, f"{name}_end": end, f"{name}_len": 0.0 if math.isnan(start) else end - start})
+    return out
 
 
 def max_rise(curve):

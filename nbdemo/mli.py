@@ -1,0 +1,80 @@
+"""Experiments of paper 003 (MLI): train seeds of one net as an ensemble, then interpolate each member.
+
+Also the paper-profile VGG (without BatchNorm) for CIFAR and a record callback for per-class
+losses and output biases during training.
+"""
+import torch
+from torch import nn
+
+from .ensemble import ensemble_forward, train_ensemble
+from .metrics.mli import class_losses, interpolate
+
+VGG_CONFIGS = {
+    11: [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+    13: [64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+    16: [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"],
+    19: [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M"],
+}
+
+
+class VGG(nn.Module):
+    """VGG-11/13/16/19 for 32×32 inputs, no BatchNorm, one linear classifier (paper profile only).
+
+    Kaiming-normal weights, zero biases; out_scale=β multiplies every layer's weights by β^(1/depth),
+    depth counting the conv layers and the classifier, as `nbdemo.models.MLP` does.
+    """
+
+    def __init__(self, depth=16, in_channels=3, n_classes=10, *, bias="all", out_scale=None):
+        super().__init__()
+        layers, c = [], in_channels
+        for v in VGG_CONFIGS[depth]:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2))
+            else:
+                layers += [nn.Conv2d(c, v, 3, padding=1, bias=bias == "all"), nn.ReLU()]
+                c = v
+        self.features = nn.Sequential(*layers, nn.Flatten())
+        self.classifier = nn.Linear(c, n_classes, bias=bias != "none")
+        weighted = [m for m in self.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+        scale = 1.0 if out_scale is None else out_scale ** (1 / len(weighted))
+        with torch.no_grad():
+            for m in weighted:
+                nn.init.kaiming_normal_(m.weight, nonlinearity="relu").mul_(scale)
+                if m.bias is not None:
+                    m.bias.zero_()
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+def unstack(params):
+    """The stacked (N, ...) parameters of an ensemble as N state dicts."""
+    n = len(next(iter(params.values())))
+    return [{k: v[i].clone() for k, v in params.items()} for i in range(n)]
+
+
+def train_and_interpolate(make_model, n_models, X, y, X_eval, y_eval, alphas, *, schemes=("normal",), seed=0,
+                          **train_kwargs):
+    """Train `n_models` members from `make_model()` inits as one ensemble; interpolate each on (X_eval, y_eval).
+
+    Returns (curves, history): curves[scheme] is a list (one per member) of dicts(alpha, loss, error).
+    """
+    torch.manual_seed(seed)
+    models = [make_model().to(X.device) for _ in range(n_models)]
+    theta0 = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in models]
+    params, hist = train_ensemble(models, X, y, seed=seed, **train_kwargs)
+    curves = {s: [interpolate(models[0], t0, tT, X_eval, y_eval, alphas, scheme=s)
+                  for t0, tT in zip(theta0, unstack(params))] for s in schemes}
+    return curves, hist
+
+
+def class_loss_and_bias(model, X, y, k):
+    """A `record(params, step)` callback for `train_ensemble`: per-class loss (N, k) and output bias (N, k)."""
+    bias = f"linears.{len(model.linears) - 1}.bias"
+
+    def record(params, step):
+        logits = ensemble_forward(model, params, X)
+        return {"class_loss": torch.stack([class_losses(out, y, k) for out in logits]).cpu(),
+                "bias": params[bias].double().cpu()}
+
+    return record
