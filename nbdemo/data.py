@@ -155,6 +155,6 @@ def _missing_message(name, root, error):
         "fashion-mnist": "install Debian's copy (`sudo apt-get install dataset-fashion-mnist`, which `make` does "
                          "when run as root), or let torchvision download it on a machine with internet",
     }.get(name, "let torchvision download it on a machine with internet (run once with network access)")
-    return (f"dataset {name!r} is not in {root} and could not be downloaded ({type(error).__name__}: {error}). "
+    return (f"dataset {name!r} is not in {root} and could not be downloaded ({type(error).__name__}: {' '.join(str(error).split())}). "
             f"To get it: {how}; or copy torchvision's files for it into {root} "
             f"(set $NBDEMO_DATA to use another folder).")

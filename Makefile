@@ -1,0 +1,37 @@
+# `make book` and `make test` set up .venv (again only when pyproject.toml changed) and the data first.
+VENV  := .venv
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+ROOT_APT := $(shell [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo yes)
+
+.PHONY: setup system book test clean
+
+setup: $(STAMP) system
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	rm -f $(VENV)/.installed-* && touch $@
+
+# System packages: Debian's offline Fashion-MNIST, and Chromium for the browser test of the book.
+system:
+ifeq ($(ROOT_APT),yes)
+	@missing=""; \
+	[ -d /usr/share/datasets/fashion-mnist ] || missing="$$missing dataset-fashion-mnist"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+else
+	@[ -d /usr/share/datasets/fashion-mnist ] || echo "note: install Debian's dataset-fashion-mnist (as root) for offline Fashion-MNIST"
+endif
+
+book: setup
+	$(BIN)/nbdemo book
+
+test: setup
+	$(BIN)/pytest tests
+	$(BIN)/pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks/
+
+clean:
+	rm -rf build book/_build

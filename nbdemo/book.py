@@ -1,0 +1,109 @@
+"""Assemble the Jupyter Book: executed notebooks, the claims dashboard, and the offline HTML build."""
+import json
+import shutil
+import subprocess
+import sys
+
+import nbformat
+
+from . import runner
+from .claims import CLAIMS, PAPERS, ROOT
+
+BOOK = ROOT / "book"
+STATIC = ["_config.yml", "intro.md", "references.bib"] + [f"{p.lower()}.md" for p in PAPERS]
+
+
+def sweep(claim, seeds, profile="default", overrides=None):
+    """Run a claim once per seed; print and save, per check, in how many seeds it passed."""
+    verdicts = [runner.run(claim, profile, {**(overrides or {}), "seed": s})[1]["verdict"] for s in seeds]
+    names = [c["check"] for c in verdicts[0]["checks"]]
+    counts = {n: sum(c["ok"] for v in verdicts for c in v["checks"] if c["check"] == n) for n in names}
+    result = {"claim": runner.get(claim).id, "profile": profile, "overrides": overrides or {}, "seeds": seeds,
+              "checks": counts, "holds": sum(v["passed"] for v in verdicts)}
+    for name, k in counts.items():
+        print(f"  {k}/{len(seeds)} seeds  {name}")
+    print(f"{result['claim']}: the whole claim holds in {result['holds']} of {len(seeds)} seeds")
+    runner._atomic_write(json.dumps(result, indent=1), sweep_path(claim, profile))
+    return result
+
+
+def sweep_path(claim, profile):
+    return runner.BUILD / "sweeps" / profile / f"{runner.get(claim).id}.json"
+
+
+def seeds_text(claim, profile):
+    path = sweep_path(claim, profile)
+    if not path.exists():
+        return ""
+    s = json.loads(path.read_text())
+    return f"holds in {s['holds']} of {len(s['seeds'])} seeds"
+
+
+def executed(profile):
+    """{claim: (path, meta)} for every claim with a notebook, running those that are stale."""
+    done = {}
+    for c in CLAIMS.values():
+        if c.notebook.exists():
+            done[c.id] = runner.latest(c.id, profile) or runner.run(c.id, profile)
+    return done
+
+
+def dashboard(done, profile):
+    rows = ["| Claim | Title | Paper figure | Verdict | Profile | Runtime | Seeds |", "|---|---|---|---|---|---|---|"]
+    for c in CLAIMS.values():
+        if c.id in done:
+            meta = done[c.id][1]
+            rows.append(f"| {{doc}}`{c.id} <claims/{c.id}>` | {c.title} | {c.figure} | "
+                        f"**{runner.verdict_text(meta['verdict'])}** | {profile} | {meta['wall_s']:.0f} s | "
+                        f"{seeds_text(c.id, profile)} |")
+        else:
+            rows.append(f"| {c.id} | {c.title} | {c.figure} | not reproduced yet | | | |")
+    n_pass = sum(bool(m["verdict"] and m["verdict"]["passed"]) for _, m in done.values())
+    head = (f"{n_pass} of {len(done)} notebooks pass every check in the `{profile}` profile "
+            f"({len(CLAIMS)} claims in all). A FAIL is a claim that did not reproduce here; its page says why.\n\n")
+    return head + "\n".join(rows) + "\n"
+
+
+def provenance_cell(meta):
+    p = meta.get("provenance") or {}
+    lines = [f"- profile `{meta['profile']}`, overrides `{meta['overrides'] or 'none'}`",
+             f"- commit `{meta['commit']}`, started {meta['started']}, wall time {meta['wall_s']} s",
+             f"- device `{p.get('device')}`, torch {p.get('torch')}, python {p.get('python')}, "
+             f"{p.get('threads')} threads, seed {p.get('seed')}"]
+    return nbformat.v4.new_markdown_cell("```{admonition} Provenance of this run\n" + "\n".join(lines) + "\n```")
+
+
+def stage(done, profile):
+    """Write the book's sources to build/book/<profile>: static pages, toc, dashboard, executed notebooks."""
+    src = runner.BUILD / "book" / profile
+    shutil.rmtree(src, ignore_errors=True)
+    (src / "claims").mkdir(parents=True)
+    for name in STATIC:
+        shutil.copy(BOOK / name, src / name)
+    intro = (src / "intro.md").read_text().replace("{{dashboard}}", dashboard(done, profile))
+    (src / "intro.md").write_text(intro)
+    for claim, (path, meta) in done.items():
+        nb = nbformat.read(path, as_version=4)
+        nb.cells.append(provenance_cell(meta))
+        nbformat.write(nb, src / "claims" / f"{claim}.ipynb")
+    parts = []
+    for prefix, (title, _) in PAPERS.items():
+        ids = [c for c in done if c.startswith(prefix + "-")]
+        if ids:
+            chapters = "\n".join(f"    - file: claims/{c}" for c in ids)
+            parts.append(f"- caption: {title}\n  chapters:\n  - file: {prefix.lower()}\n    sections:\n{chapters}")
+    (src / "_toc.yml").write_text("format: jb-book\nroot: intro\nparts:\n" + "\n".join(parts) + "\n")
+    return src
+
+
+def build(profile="default", strict=False):
+    done = executed(profile)
+    src = stage(done, profile)
+    out = BOOK if profile == "default" else runner.BUILD / f"book-{profile}"
+    cmd = [sys.executable, "-m", "jupyter_book", "build", str(src), "--path-output", str(out)]
+    if strict:
+        cmd += ["-W", "-n", "--keep-going"]
+    subprocess.run(cmd, check=True)
+    index = out / "_build" / "html" / "index.html"
+    print(f"book: {index}")
+    return index

@@ -1,0 +1,254 @@
+"""Run claim notebooks with papermill: parameters, profiles, validation, provenance and the results cache.
+
+A run writes `build/runs/<profile>/<CLAIM>.ipynb` (and `.json`, its verdict and provenance), through a
+temporary file renamed into place, so an interrupted run leaves nothing that looks complete.
+`notebooks/` is only written by `run(..., commit=True)`, the default profile with no overrides.
+"""
+import ast
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from . import __version__
+from .claims import PROVENANCE_KEY, ROOT, VERDICT_KEY, get
+from .data import DATASETS
+
+BUILD = Path(os.environ.get("NBDEMO_BUILD", ROOT / "build"))
+PROFILES = Path(__file__).parent / "profiles"
+
+
+class ParameterError(ValueError):
+    """A parameter that the notebook does not have, of the wrong type, or with an impossible value."""
+
+
+# ---------------------------------------------------------------- parameters and profiles
+
+def defaults(claim):
+    """The notebook's parameters cell (its default profile), as {name: literal}."""
+    nb = nbformat.read(get(claim).notebook, as_version=4)
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise ParameterError(f"{claim}: the notebook needs exactly one cell tagged 'parameters'")
+    values = {}
+    for node in ast.parse(cells[0].source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            raise ParameterError(f"{claim}: the parameters cell may only hold `name = literal` lines")
+        values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values
+
+
+def profiles(claim):
+    """Named profiles of overrides from nbdemo/profiles/<CLAIM>.yml; "default" is the parameters cell itself."""
+    path = PROFILES / f"{get(claim).id}.yml"
+    named = yaml.safe_load(path.read_text()) if path.exists() else {}
+    return {"default": {}, **(named or {})}
+
+
+def _positive(v):
+    return v > 0
+
+
+RULES = {  # parameter name -> (test, what is allowed)
+    "steps": (lambda v: v >= 0, "an integer >= 0"),
+    "epochs": (lambda v: v >= 0, "an integer >= 0"),
+    "width": (_positive, "a positive integer"),
+    "depth": (_positive, "a positive integer"),
+    "blocks": (_positive, "a positive integer"),
+    "batch_size": (_positive, "a positive integer"),
+    "lr": (_positive, "a number > 0"),
+    "gamma": (_positive, "a number > 0 (the init variance factor)"),
+    "beta": (_positive, "a number > 0 (the init output scale)"),
+    "momentum": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "weight_decay": (lambda v: v >= 0, "a number >= 0"),
+    "seed": (lambda v: v >= 0, "an integer >= 0"),
+    "seeds": (lambda v: len(v) > 0 and all(isinstance(s, int) and s >= 0 for s in v), "a non-empty list of integers >= 0"),
+    "dataset": (lambda v: v in DATASETS, f"one of {sorted(DATASETS)}"),
+    "device": (lambda v: re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", v) is not None, "auto, cpu, cuda, cuda:N or mps"),
+}
+
+
+def _coerce(name, value, default):
+    """Parse a command-line string as YAML and check it against the type of the default value."""
+    if isinstance(value, str) and not isinstance(default, str):
+        value = yaml.safe_load(value)
+    if isinstance(default, float) and isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if default is None:
+        return value
+    want = type(default)
+    ok = isinstance(value, want) and not (isinstance(value, bool) and want is not bool)
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    if not ok:
+        raise ParameterError(f"parameter {name!r} must be {want.__name__} (default {default!r}), got {value!r}")
+    return value
+
+
+def validate(claim, overrides):
+    """Check override names, types and values against the notebook's parameters; return the full parameter dict."""
+    params = defaults(claim)
+    unknown = sorted(set(overrides) - set(params))
+    if unknown:
+        raise ParameterError(f"{claim} has no parameter {', '.join(map(repr, unknown))}; "
+                             f"its parameters are: {', '.join(sorted(params))}")
+    for name, value in overrides.items():
+        params[name] = _coerce(name, value, params[name])
+    for name, value in params.items():
+        test, allowed = RULES.get(name) or ((_positive, "a positive integer") if name.startswith("n_") else (None, ""))
+        if test and not test(value):
+            raise ParameterError(f"parameter {name!r} = {value!r} is impossible: it must be {allowed}")
+    if "classes" in params and "dataset" in params and isinstance(params["classes"], list):
+        k = DATASETS[params["dataset"]][1]
+        if len(params["classes"]) > k or not all(isinstance(c, int) and 0 <= c < k for c in params["classes"]):
+            raise ParameterError(f"parameter 'classes' = {params['classes']} does not fit {params['dataset']}, "
+                                 f"which has classes 0..{k - 1}")
+    return params
+
+
+def resolve(claim, profile="default", overrides=None):
+    """Profile overrides, then command-line overrides, validated. Returns (changed parameters, all parameters)."""
+    named = profiles(claim)
+    if profile not in named:
+        raise ParameterError(f"{claim} has no profile {profile!r}; its profiles are: {', '.join(named)}")
+    changed = {**named[profile], **(overrides or {})}
+    full = validate(claim, changed)
+    return {k: full[k] for k in changed}, full
+
+
+# ---------------------------------------------------------------- fingerprints and provenance
+
+def fingerprint(claim, params):
+    """Hash of what a run's outputs depend on: the notebook's cells, the package's code and the parameters."""
+    h = hashlib.sha256()
+    nb = nbformat.read(get(claim).notebook, as_version=4)
+    for cell in nb.cells:
+        h.update(cell.cell_type.encode() + cell.source.encode())
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        h.update(path.read_bytes())
+    h.update(json.dumps(params, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def git_commit():
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "nbdemo", "notebooks"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return f"nbdemo {__version__} (no git)"
+
+
+def glued(nb, key):
+    """The JSON value a notebook stored with `claims._glue(key, ...)`, or None."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("metadata", {}).get("scrapbook", {}).get("name") == key:
+                return json.loads(ast.literal_eval(out["data"]["application/papermill.record/text/plain"]))
+    return None
+
+
+def summary(nb):
+    """What the dashboard and `nbdemo list` show of an executed notebook (its nbdemo metadata)."""
+    return nb.metadata.get("nbdemo")
+
+
+# ---------------------------------------------------------------- running
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM unwinds like Ctrl-C, so temporary files are removed and the kernel is shut down."""
+    def raise_interrupt(*_):
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _atomic_write(text, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def output_path(claim, profile="default", overrides=None, dry_run=False):
+    name = "dry-run" if dry_run else profile
+    if overrides:
+        name += "-" + "-".join(f"{k}={v}" for k, v in sorted(overrides.items())).replace("/", "_").replace(" ", "")
+    return BUILD / "runs" / name / f"{get(claim).id}.ipynb"
+
+
+def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, log=print):
+    """Execute one claim notebook; return (path of the executed notebook, its nbdemo metadata)."""
+    import papermill
+
+    claim = get(claim).id
+    changed, full = resolve(claim, profile, overrides)
+    if commit and (profile != "default" or changed or dry_run):
+        raise ParameterError("--commit writes notebooks/ and takes the default profile only, with no -p overrides")
+    out = get(claim).notebook if commit else output_path(claim, profile, changed, dry_run)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.running.ipynb")
+    env_before = os.environ.get("NBDEMO_DRY_RUN")
+    os.environ["NBDEMO_DRY_RUN"] = "1" if dry_run else "0"
+    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.perf_counter()
+    try:
+        with _sigterm_as_interrupt():
+            papermill.execute_notebook(str(get(claim).notebook), str(tmp), parameters=changed,
+                                       cwd=str(get(claim).notebook.parent), progress_bar=False,
+                                       kernel_name="python3", request_save_on_cell_execute=False)
+            nb = nbformat.read(tmp, as_version=4)
+            meta = {"claim": claim, "profile": profile, "overrides": changed, "parameters": full,
+                    "dry_run": dry_run, "commit": git_commit(), "started": started,
+                    "wall_s": round(time.perf_counter() - t0, 1), "fingerprint": fingerprint(claim, full),
+                    "provenance": glued(nb, PROVENANCE_KEY), "verdict": glued(nb, VERDICT_KEY)}
+            nb.metadata["nbdemo"] = meta
+            _atomic_write(nbformat.writes(nb), out)
+    finally:
+        tmp.unlink(missing_ok=True)
+        if env_before is None:
+            os.environ.pop("NBDEMO_DRY_RUN", None)
+        else:
+            os.environ["NBDEMO_DRY_RUN"] = env_before
+    log(f"{claim} [{profile}{' dry run' if dry_run else ''}] {meta['wall_s']:.1f} s  "
+        f"verdict: {verdict_text(meta['verdict'])}  -> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    return out, meta
+
+
+def verdict_text(verdict):
+    if not verdict:
+        return "no verdict recorded"
+    n_ok = sum(c["ok"] for c in verdict["checks"])
+    return f"{'PASS' if verdict['passed'] else 'FAIL'} ({n_ok}/{len(verdict['checks'])})"
+
+
+def latest(claim, profile="default"):
+    """The up-to-date executed notebook of a claim for a profile (committed, else built), or None if stale."""
+    claim = get(claim).id
+    _, full = resolve(claim, profile)
+    want = fingerprint(claim, full)
+    for path in ([get(claim).notebook] if profile == "default" else []) + [output_path(claim, profile)]:
+        if path.exists():
+            meta = summary(nbformat.read(path, as_version=4))
+            if meta and meta.get("fingerprint") == want and meta.get("profile") == profile:
+                return path, meta
+    return None

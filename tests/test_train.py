@@ -1,0 +1,98 @@
+"""The MLP, the training loop and the vectorised ensemble."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from nbdemo.ensemble import ensemble_forward, train_ensemble
+from nbdemo.models import MLP
+from nbdemo.train import batches, schedule, train
+
+
+def blobs(n=300, d=10, k=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % k
+    return torch.randn(n, d, generator=g) + 3 * torch.eye(k, d)[y], y
+
+
+def test_xavier_variance_is_scaled_by_gamma():
+    torch.manual_seed(0)
+    w = MLP(400, 600, 3, 10, gamma=0.25).linears[1].weight
+    assert w.var().item() == pytest.approx(0.25 * 2 / 1200, rel=0.03)
+
+
+def test_out_scale_scales_a_bias_free_relu_net_by_beta():
+    torch.manual_seed(0)
+    a = MLP(5, 16, 4, 2, bias="none")
+    b = copy.deepcopy(a)
+    with torch.no_grad():
+        for lin in b.linears:
+            lin.weight.mul_(0.001 ** 0.25)
+    x = torch.randn(7, 5)
+    torch.manual_seed(0)
+    c = MLP(5, 16, 4, 2, bias="none", out_scale=0.001)
+    assert torch.allclose(c(x), 0.001 * a(x), rtol=1e-4, atol=1e-9)
+    assert torch.allclose(b(x), c(x), rtol=1e-4, atol=1e-9)
+
+
+def test_bias_placement():
+    last = MLP(5, 8, 3, 2, bias="last")
+    assert [lin.bias is not None for lin in last.linears] == [False, False, True]
+    assert all(lin.bias is None for lin in MLP(5, 8, 3, 2, bias="none").linears)
+
+
+def test_features_are_post_activation_outputs_of_each_layer():
+    m = MLP(5, 8, 3, 2)
+    x = torch.randn(4, 5)
+    feats, logits = m.features(x)
+    assert len(feats) == 3 and feats[0] is x
+    assert torch.equal(feats[1], torch.relu(m.linears[0](x)))
+    assert torch.equal(logits, m(x))
+
+
+def test_batches_cover_each_epoch_once():
+    idx = torch.cat(list(batches(100, 10, 10, seed=0, device="cpu")))
+    assert sorted(idx.tolist()) == list(range(100))
+
+
+def test_schedule_always_has_the_ends():
+    assert schedule(10, 4) == [0, 4, 8, 10]
+    assert schedule(10, [3, 99]) == [0, 3, 10]
+
+
+def test_training_is_deterministic_and_learns():
+    X, y = blobs()
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(1)
+        m = MLP(10, 32, 3, 3)
+        h = train(m, X, y, steps=60, lr=0.1, batch_size=30, momentum=0.9, seed=4, progress=False,
+                  record=lambda m, s: {"acc": (m(X).argmax(1) == y).float().mean().item()}, record_at=20)
+        runs.append((h.loss, h["acc"]))
+    assert np.array_equal(runs[0][0], runs[1][0]) and np.array_equal(runs[0][1], runs[1][1])
+    assert runs[0][1][-1] > 0.9 and runs[0][1][0] < 0.7
+
+
+def test_divergence_stops_training_at_the_bad_step():
+    X, y = blobs()
+    torch.manual_seed(0)
+    h = train(MLP(10, 32, 3, 3), X, y, steps=500, lr=1e6, batch_size=None, progress=False)
+    assert h.diverged_at is not None and h.diverged_at < 500
+    assert len(h.loss) == h.diverged_at - 1 and np.isfinite(h.loss).all()
+
+
+@pytest.mark.parametrize("batch_size", [None, 50])
+def test_each_ensemble_member_matches_training_it_alone(batch_size):
+    X, y = blobs()
+    torch.manual_seed(0)
+    models = [MLP(10, 32, 3, 3) for _ in range(4)]
+    alone = copy.deepcopy(models[2])
+    kw = dict(steps=40, lr=0.1, batch_size=batch_size, momentum=0.9, weight_decay=1e-3, progress=False)
+    params, hist = train_ensemble(models, X, y, seed=5, **kw)
+    h = train(alone, X, y, seed=5 + 2, **kw)
+    assert hist.loss.shape == (40, 4)
+    np.testing.assert_allclose(hist.loss[:, 2], h.loss, rtol=1e-5, atol=1e-6)
+    for name, p in alone.named_parameters():
+        torch.testing.assert_close(params[name][2], p.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ensemble_forward(models[0], params, X)[2], alone(X), rtol=1e-5, atol=1e-5)
