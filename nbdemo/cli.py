@@ -76,6 +76,7 @@ def main(argv=None):
     p = sub.add_parser("bench", help="measure the speed-ups of the hot paths as side-by-side ratios")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--device", default="auto")
+    p.add_argument("--book", action="store_true", help="also run every notebook (default profile) and time it")
     p.set_defaults(func=cmd_bench)
 
     args = ap.parse_args(argv)

@@ -247,8 +247,10 @@ def latest(claim, profile="default"):
     _, full = resolve(claim, profile)
     want = fingerprint(claim, full)
     for path in ([get(claim).notebook] if profile == "default" else []) + [output_path(claim, profile)]:
-        if path.exists():
+        try:
             meta = summary(nbformat.read(path, as_version=4))
-            if meta and meta.get("fingerprint") == want and meta.get("profile") == profile:
-                return path, meta
+        except (OSError, ValueError, nbformat.ValidationError):  # missing, truncated or corrupted: run again
+            continue
+        if meta and meta.get("fingerprint") == want and meta.get("profile") == profile:
+            return path, meta
     return None

@@ -1,0 +1,136 @@
+"""The claim registry, verdicts, parameter validation, profiles and the `nbdemo` command."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from nbdemo import runner
+from nbdemo.claims import CLAIMS, ROOT, Verdict
+from nbdemo.train import History
+
+WITH_NOTEBOOK = [c for c in CLAIMS if CLAIMS[c].notebook.exists()]
+NBDEMO = [sys.executable, "-m", "nbdemo.cli"]
+
+
+def test_every_notebook_and_profile_belongs_to_a_registered_claim():
+    assert len(CLAIMS) == 32
+    assert {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")} <= set(CLAIMS)
+    assert {p.stem for p in runner.PROFILES.glob("*.yml")} <= set(WITH_NOTEBOOK)
+
+
+def test_verdict_passes_only_when_every_check_does(capsys):
+    v = Verdict("tfd-1")
+    v.check("a", expected="> 0", measured=0.123456, ok=True)
+    assert v.passed
+    v.check_finite(History(diverged_at=17))
+    assert not v.passed
+    table = v.table()
+    assert "0.123" in table and "diverged at step 17" in table and table.endswith("TFD-1: FAIL (1/2 checks)")
+    assert not Verdict("TFD-1").passed  # no checks is no evidence
+
+
+def test_environment_yml_lists_the_pyproject_dependencies():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pip = next(d["pip"] for d in yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+               if isinstance(d, dict))
+    assert sorted(d for d in pip if d != "-e .") == sorted(deps)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"no_such_name": "1"}, "has no parameter 'no_such_name'"),
+    ({"steps": "-5"}, "'steps' = -5 is impossible"),
+    ({"depth": "abc"}, "'depth' must be int"),
+    ({"gamma": "0"}, "'gamma' = 0.0 is impossible"),
+    ({"gamma": "-1e-3"}, "'gamma' = -0.001 is impossible"),
+    ({"dataset": "imagenet"}, "'dataset' = 'imagenet' is impossible"),
+    ({"lr": "fast"}, "'lr' must be float"),
+    ({"n_eval": "0"}, "'n_eval' = 0 is impossible"),
+    ({"device": "gpu"}, "'device' = 'gpu' is impossible"),
+])
+def test_bad_parameters_are_refused_with_the_name(overrides, message):
+    with pytest.raises(runner.ParameterError, match=re.escape(message)):
+        runner.resolve("TFD-1", "default", overrides)
+
+
+def test_good_overrides_are_typed():
+    changed, full = runner.resolve("TFD-1", "default", {"steps": "300", "gamma": "1", "dataset": "mnist"})
+    assert changed == {"steps": 300, "gamma": 1.0, "dataset": "mnist"} and full["width"] == 512
+
+
+def test_unknown_profile_is_refused():
+    with pytest.raises(runner.ParameterError, match="no profile 'papr'"):
+        runner.resolve("TFD-1", "papr")
+
+
+@pytest.mark.parametrize("claim", WITH_NOTEBOOK)
+def test_every_profile_is_valid(claim):
+    named = runner.profiles(claim)
+    assert "paper" in named or len(named) > 1, f"{claim} has no paper profile"
+    for profile in named:
+        runner.resolve(claim, profile)
+
+
+def test_cli_refuses_bad_parameters_before_running(tmp_path):
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path)}
+    for args, message in [(["-p", "no_such_name", "1"], "no parameter 'no_such_name'"),
+                          (["-p", "steps", "-5"], "'steps' = -5 is impossible")]:
+        r = subprocess.run(NBDEMO + ["run", "TFD-1", *args], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode != 0 and message in r.stderr and "Traceback" not in r.stderr
+    assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
+
+
+def _snapshot():
+    return {p.name: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_run_leaves_nothing_behind(tmp_path, sig):
+    before = _snapshot()
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path)}
+    p = subprocess.Popen(NBDEMO + ["run", "TFD-1", "-p", "steps", "100000"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list(tmp_path.rglob("*.running.ipynb")) and time.time() < deadline:
+        time.sleep(0.5)
+    time.sleep(8)  # well inside the notebook's training
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode != 0 and "interrupted" in err
+    assert not [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert _snapshot() == before
+
+
+def test_rerun_gives_identical_verdict(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "BUILD", tmp_path)
+    small = {"steps": 200, "n_eval": 500, "width": 64}
+    first = runner.run("TFD-1", overrides=small, log=lambda *_: None)[1]["verdict"]
+    Path(runner.output_path("TFD-1", overrides=small)).unlink()
+    second = runner.run("TFD-1", overrides=small, log=lambda *_: None)[1]["verdict"]
+    assert first == second and first["checks"]
+
+
+@pytest.mark.parametrize("claim", WITH_NOTEBOOK)
+def test_paper_profiles_run_in_shape(claim, tmp_path, monkeypatch):
+    """Build the paper's model and take two steps on random tensors of the paper dataset's shape."""
+    monkeypatch.setattr(runner, "BUILD", tmp_path)
+    for profile in runner.profiles(claim):
+        if profile != "default":
+            path, meta = runner.run(claim, profile, dry_run=True, log=lambda *_: None)
+            assert meta["dry_run"] and nbformat.read(path, as_version=4).cells
+
+
+def test_corrupted_or_truncated_results_count_as_stale(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "BUILD", tmp_path)
+    path = runner.output_path("TFD-1", "paper")
+    path.parent.mkdir(parents=True)
+    for junk in ["", '{"cells": [', "\x00\x01 not json"]:
+        path.write_text(junk)
+        assert runner.latest("TFD-1", "paper") is None
