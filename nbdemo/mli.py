@@ -3,11 +3,13 @@
 Also the paper-profile VGG (without BatchNorm) for CIFAR and a record callback for per-class
 losses and output biases during training.
 """
+import math
+
 import torch
 from torch import nn
 
 from .ensemble import ensemble_forward, train_ensemble
-from .metrics.mli import class_losses, interpolate
+from .metrics.mli import class_losses, interpolate, plateau
 
 VGG_CONFIGS = {
     11: [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
@@ -74,7 +76,33 @@ def class_loss_and_bias(model, X, y, k):
 
     def record(params, step):
         logits = ensemble_forward(model, params, X)
-        return {"class_loss": torch.stack([class_losses(out, y, k) for out in logits]).cpu(),
-                "bias": params[bias].double().cpu()}
+        return {"class_loss": torch.stack([class_losses(out, y, k) for out in logits]).cpu().numpy(),
+                "bias": params[bias].double().cpu().numpy()}
 
     return record
+
+
+def plateaus(curves, k, eps):
+    """plateau() of each member's curve, as {key: (n_members,) float64 tensor}."""
+    ps = [plateau(c["alpha"], c["error"], c["loss"], k, eps=eps) for c in curves]
+    return {key: torch.tensor([p[key] for p in ps], dtype=torch.float64) for key in ps[0]}
+
+
+def plot_interpolation(axes, runs, k, styles=None):
+    """Loss (axes[0]) and error (axes[1]) along α: mean over members, shaded ± one standard deviation.
+
+    runs: {label: list of member curves}; styles: optional {label: matplotlib kwargs}.
+    """
+    for i, (label, curves) in enumerate(runs.items()):
+        style = {"color": f"C{i}", **(styles or {}).get(label, {})}
+        a = curves[0]["alpha"]
+        for ax, key in zip(axes, ("loss", "error")):
+            c = torch.stack([cv[key] for cv in curves])
+            m, s = c.mean(0), c.std(0)
+            ax.plot(a, m, label=label, **style)
+            ax.fill_between(a, m - s, m + s, color=style["color"], alpha=0.2, lw=0)
+    axes[0].axhline(math.log(k), color="grey", lw=0.8, ls=":")
+    axes[1].axhline(1 - 1 / k, color="grey", lw=0.8, ls=":")
+    axes[0].set(xlabel="α", ylabel="training loss", title="loss interpolation")
+    axes[1].set(xlabel="α", ylabel="training error", title="error interpolation")
+    axes[0].legend(fontsize=8)

@@ -140,3 +140,23 @@ def test_class_losses_and_learning_steps():
     steps = torch.tensor([0, 10, 20, 30])
     curves = torch.tensor([[0.7, 0.7, 0.7], [0.6, 0.2, 0.7], [0.1, 0.1, 0.7], [0.1, 0.1, 0.5]])
     assert learning_steps(steps, curves, 0.3).tolist() == [20.0, 10.0, math.inf]
+
+
+def test_untrained_ensemble_interpolates_to_a_flat_curve():
+    from nbdemo.mli import plateaus, train_and_interpolate
+    X, y = torch.randn(60, 5), torch.arange(60) % 3
+    curves, _ = train_and_interpolate(lambda: MLP(5, 8, 3, 3), 2, X, y, X, y, torch.linspace(0, 1, 5), steps=0,
+                                      lr=0.1, progress=False)
+    for c in curves["normal"]:  # θ(T) = θ(0): every α is the initial network
+        assert torch.allclose(c["loss"], c["loss"][0].expand(5))
+    assert plateaus(curves["normal"], 3, eps=10.0)["loss_len"].tolist() == [1.0, 1.0]
+
+
+def test_vgg_out_scale_multiplies_the_output():
+    from nbdemo.mli import VGG
+    x = torch.randn(2, 3, 32, 32)
+    torch.manual_seed(0)
+    ref = VGG(11, bias="none")(x)
+    torch.manual_seed(0)
+    small = VGG(11, bias="none", out_scale=1e-3)(x)
+    torch.testing.assert_close(small, 1e-3 * ref, rtol=1e-3, atol=1e-9)
