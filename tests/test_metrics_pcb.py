@@ -147,3 +147,32 @@ def test_scale_matrix_stats():
     s = pcb.scale_matrix_stats(M, 2.0)
     assert s["diag_dev"] == pytest.approx(1 / 3) and s["offdiag_mean"] == pytest.approx(0.5)
     assert s["offdiag_rms"] == pytest.approx(0.5)
+
+
+def test_train_linear_full_batch_is_plain_gd_on_the_compact_weight():
+    """nbdemo.pcb trains L = 1 full-batch "mse" through Σ_XX, Σ_YX; it must equal W ← W - μ (W Xᵀ - Yᵀ) X / n."""
+    from nbdemo.pcb import linear_init, train_linear
+    X = rand(30, 6).float()
+    y = torch.arange(30) % 3
+    (W,) = linear_init([6, 3], 2, seed=1)
+    W0 = W.detach().clone()
+    train_linear([W], X, y, steps=5, lr=0.1)
+    Y = torch.nn.functional.one_hot(y, 3).float()
+    for _ in range(5):
+        W0 = W0 - 0.1 * (W0 @ X.T - Y.T) @ X / 30
+    assert torch.allclose(W.detach(), W0, atol=1e-5)
+
+
+def test_relu_model_starts_linear_and_cnn_compact_is_its_surrogate():
+    from nbdemo.pcb import SmallVGG, cnn_compact_weight, relu_forward, relu_init
+    W, a = relu_init(5, 8, 3, seed=0)
+    x = torch.randn(4, 5)
+    assert torch.allclose(relu_forward(W.detach(), a, x), 0.5 * (a @ W.detach()) @ x.T, atol=1e-6)
+    net = SmallVGG((1, 8, 8), channels=(2,), hidden=4, n_classes=3)
+    params = {k: v.detach()[None] for k, v in net.named_parameters()}
+    W = cnn_compact_weight(net, params, (1, 8, 8))[0]
+    lin = SmallVGG((1, 8, 8), channels=(2,), hidden=4, n_classes=3, linear=True)
+    lin.load_state_dict(net.state_dict())
+    x = torch.randn(2, 1, 8, 8)
+    with torch.no_grad():
+        assert torch.allclose(lin(x) - lin(torch.zeros(1, 1, 8, 8)), x.reshape(2, -1) @ W.T, atol=1e-5)
