@@ -3,8 +3,10 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
+import yaml
 
 from . import runner
 from .claims import CLAIMS, PAPERS, ROOT
@@ -65,11 +67,13 @@ def dashboard(done, profile):
 
 
 def provenance_cell(meta):
+    """A markdown cell stating how the page's outputs were made, appended to the executed notebook."""
     p = meta.get("provenance") or {}
+    params = ", ".join(f"`{k}={v!r}`" for k, v in sorted(meta["parameters"].items()))
     lines = [f"- profile `{meta['profile']}`, overrides `{meta['overrides'] or 'none'}`",
+             f"- parameters {params}",
              f"- commit `{meta['commit']}`, started {meta['started']}, wall time {meta['wall_s']} s",
-             f"- device `{p.get('device')}`, torch {p.get('torch')}, python {p.get('python')}, "
-             f"{p.get('threads')} threads, seed {p.get('seed')}"]
+             f"- device `{p.get('device')}`, torch {p.get('torch')}, python {p.get('python')}, {p.get('threads')} threads"]
     return nbformat.v4.new_markdown_cell("```{admonition} Provenance of this run\n" + "\n".join(lines) + "\n```")
 
 
@@ -88,19 +92,29 @@ def stage(done, profile):
         nbformat.write(nb, src / "claims" / f"{claim}.ipynb")
     parts = []
     for prefix, (title, _) in PAPERS.items():
-        ids = [c for c in done if c.startswith(prefix + "-")]
-        if ids:
-            chapters = "\n".join(f"    - file: claims/{c}" for c in ids)
-            parts.append(f"- caption: {title}\n  chapters:\n  - file: {prefix.lower()}\n    sections:\n{chapters}")
-    (src / "_toc.yml").write_text("format: jb-book\nroot: intro\nparts:\n" + "\n".join(parts) + "\n")
+        chapter = {"file": prefix.lower()}
+        sections = [{"file": f"claims/{c}"} for c in done if c.startswith(prefix + "-")]
+        parts.append({"caption": title, "chapters": [{**chapter, "sections": sections} if sections else chapter]})
+    toc = {"format": "jb-book", "root": "intro", "parts": parts}
+    (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False, width=200))
     return src
 
 
-def build(profile="default", strict=False):
-    done = executed(profile)
+def jupyter_book():
+    """The `jupyter-book` script of this environment (jupyter_book 1.x cannot be run with `python -m`)."""
+    return str(Path(sys.executable).with_name("jupyter-book"))
+
+
+def build(profile="default", strict=False, done=None, out=None):
+    """Build the HTML book into <out>/_build/html and return its index.html.
+
+    done: {claim: (executed notebook, its nbdemo metadata)}, by default `executed(profile)`, which runs the stale
+    notebooks; out: book/ for the default profile, build/book-<profile> for the others.
+    """
+    done = executed(profile) if done is None else done
     src = stage(done, profile)
-    out = BOOK if profile == "default" else runner.BUILD / f"book-{profile}"
-    cmd = [sys.executable, "-m", "jupyter_book", "build", str(src), "--path-output", str(out)]
+    out = out or (BOOK if profile == "default" else runner.BUILD / f"book-{profile}")
+    cmd = [jupyter_book(), "build", str(src), "--path-output", str(out)]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
     subprocess.run(cmd, check=True)
