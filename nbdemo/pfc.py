@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .data import dry_run
+
 
 class Block(nn.Module):
     """x + ReLU(W x + b): the residual block v_l(x) = sigma(W_l x) of §III-C."""
@@ -137,7 +139,7 @@ def mufm_objective(W, H, X, Y, lam_W, lam, N):
 
 def mufm_h_star(W, X, Y, lam):
     """The features minimising f for a fixed W: H = (Y W + lam X)(W^T W + lam I)^-1."""
-    A = W.transpose(-1, -2) @ W + lam * torch.eye(W.shape[-1], dtype=W.dtype)
+    A = W.transpose(-1, -2) @ W + lam * torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)
     return torch.linalg.solve(A, (Y @ W + lam * X).transpose(-1, -2)).transpose(-1, -2)
 
 
@@ -149,7 +151,7 @@ def grad_norm(W, H, X, Y, lam_W, lam):
 
 def _batch(X, y, lams):
     K = int(y.max()) + 1
-    lam = torch.as_tensor(lams, dtype=X.dtype)[:, None, None]
+    lam = torch.as_tensor(lams, dtype=X.dtype, device=X.device)[:, None, None]
     return F.one_hot(y, K).to(X.dtype), lam, K
 
 
@@ -162,13 +164,14 @@ def solve_mufm_gd(X, y, *, lam_W, lams, steps, lr, seed=0):
 
     Each update adds to H only multiples of Y W and X and right-multiplies H, so H stays in the column span of
     [H_0, Y, X]. GD runs in an orthonormal basis U of that span (H = U T): the iterates are exactly those of GD on H,
-    at a fraction of the cost.
+    at a fraction of the cost. A dry run (the runner's shape check) takes two steps.
     """
+    steps = min(steps, 2) if dry_run() else steps
     g = torch.Generator().manual_seed(seed)
     N, d = X.shape[-2:]
     Y, lam, K = _batch(X, y, lams)
-    W = torch.randn(K, d, generator=g, dtype=X.dtype).repeat(len(lam), 1, 1)
-    H0 = torch.randn(N, d, generator=g, dtype=X.dtype)
+    W = torch.randn(K, d, generator=g, dtype=X.dtype).to(X.device).repeat(len(lam), 1, 1)
+    H0 = torch.randn(N, d, generator=g, dtype=X.dtype).to(X.device)
     U = torch.linalg.qr(torch.cat([H0, Y, *X.reshape(-1, N, d)], 1)).Q
     T, CY, CX = (U.T @ H0).repeat(len(lam), 1, 1), U.T @ Y, U.T @ X
     for _ in range(steps):
@@ -186,11 +189,12 @@ def solve_mufm_exact(X, y, *, lam_W, lams, seed=0, iters=5000):
     is minimised by L-BFGS in float64, in an orthonormal basis of that span. Its gradient is the W-gradient of f at
     H*(W) (the H-gradient vanishes there). Returns (W, H, grad_norm) as solve_mufm_gd does.
     """
+    iters = min(iters, 2) if dry_run() else iters
     N, d = X.shape[-2:]
     Y, lam, K = _batch(X, y, lams)
     U = torch.linalg.qr(torch.cat([Y, *X.reshape(-1, N, d)], 1)).Q
     CY, CX = U.T @ Y, (U.T @ X).expand(len(lam), -1, -1)
-    W0 = torch.randn(K, d, generator=torch.Generator().manual_seed(seed), dtype=X.dtype)
+    W0 = torch.randn(K, d, generator=torch.Generator().manual_seed(seed), dtype=X.dtype).to(X.device)
     Ws = []
     for cx, lm in zip(CX, lam):
         W = W0.clone()
@@ -215,5 +219,5 @@ def w_star(H, y, lam_W):
     K = int(y.max()) + 1
     n = len(y) / K
     Y = F.one_hot(y, K).to(H.dtype)
-    A = H.transpose(-1, -2) @ H + n * lam_W * torch.eye(H.shape[-1], dtype=H.dtype)
+    A = H.transpose(-1, -2) @ H + n * lam_W * torch.eye(H.shape[-1], dtype=H.dtype, device=H.device)
     return torch.linalg.solve(A, H.transpose(-1, -2) @ Y).transpose(-1, -2)
