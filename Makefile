@@ -27,7 +27,7 @@ else
 endif
 
 book: setup
-	$(BIN)/nbdemo book
+	$(BIN)/nbdemo book --strict
 
 test: setup
 	$(BIN)/pytest tests

@@ -105,7 +105,7 @@ def fit(params, step_loss, batch_iter, *, steps, lr, momentum, weight_decay, lr_
     t0 = time.perf_counter()
     if record:
         hist.add(0, record(0))
-    bar = tqdm(total=steps, disable=not progress or steps < 2, mininterval=1, desc="train", leave=False)
+    bar = tqdm(total=steps, disable=not progress or steps < 2, mininterval=5, desc="train", leave=False)
     for s, batch in zip(range(1, steps + 1), batch_iter):
         for group in opt.param_groups:
             group["lr"] = lr_at(s - 1, lr, lr_milestones)
