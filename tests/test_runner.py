@@ -134,3 +134,11 @@ def test_corrupted_or_truncated_results_count_as_stale(tmp_path, monkeypatch):
     for junk in ["", '{"cells": [', "\x00\x01 not json"]:
         path.write_text(junk)
         assert runner.latest("TFD-1", "paper") is None
+
+
+def test_divergence_is_a_fail_with_its_step_not_a_crash(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "BUILD", tmp_path)
+    verdict = runner.run("TFD-1", overrides={"lr": 1e4, "steps": 200, "n_eval": 500, "width": 64},
+                         log=lambda *_: None)[1]["verdict"]
+    finite = next(c for c in verdict["checks"] if c["check"] == "training stayed finite")
+    assert not verdict["passed"] and not finite["ok"] and finite["measured"].startswith("diverged at step")
