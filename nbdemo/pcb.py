@@ -59,7 +59,7 @@ def train_linear(weights, X, y, *, steps, lr, batch_size=None, loss="mse", seed=
     """
     criterion, n = vmap(LOSSES[loss]), len(weights[0])
     if loss == "mse" and (batch_size is None or batch_size >= len(X)):  # full batch: the loss needs only Σ_XX, Σ_YX
-        S, C = X.T @ X / len(X), F.one_hot(y).to(X.dtype).T @ X / len(X)
+        S, C = X.T @ X / len(X), F.one_hot(y, weights[-1].shape[-2]).to(X.dtype).T @ X / len(X)
 
         def step_loss(idx):
             W = compact_weight(weights)  # (N, K, q)
