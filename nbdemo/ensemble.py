@@ -24,17 +24,20 @@ def stack(models):
     return {k: v.detach().requires_grad_() for k, v in params.items()}
 
 
-def ensemble_forward(model, params, X, *, per_member=False, **kwargs):
-    """Run every member on X, shared (n, ...) or, with per_member=True, one batch each (N, n, ...).
-
-    kwargs go to the model's forward (e.g. `features=True` for MLP). Outputs gain a leading N axis.
-    """
+def functional(model, *, per_member=False, **kwargs):
+    """A function (params, X) -> outputs of every member, X shared (n, ...) or, with per_member=True, one batch
+    each (N, n, ...). kwargs go to the model's forward (e.g. `features=True` for MLP)."""
     base = copy.deepcopy(model).to("meta")
 
     def one(p, x):
         return functional_call(base, p, (x,), kwargs)
 
-    return vmap(one, in_dims=(0, 0 if per_member else None))(params, X)
+    return vmap(one, in_dims=(0, 0 if per_member else None))
+
+
+def ensemble_forward(model, params, X, *, per_member=False, **kwargs):
+    """Run every member on X; outputs gain a leading N axis (see `functional`)."""
+    return functional(model, per_member=per_member, **kwargs)(params, X)
 
 
 def train_ensemble(models, X, y, *, steps, lr, batch_size=None, momentum=0.0, weight_decay=0.0, lr_milestones=(),
@@ -50,11 +53,12 @@ def train_ensemble(models, X, y, *, steps, lr, batch_size=None, momentum=0.0, we
     per_member_loss = vmap(criterion)
     if batch_size is None or batch_size >= len(X):
         orders = batches(len(X), None, steps, seed, X.device)
-        step_loss = lambda idx: per_member_loss(ensemble_forward(model, params, X[idx]), y[idx].expand(n, -1))
+        forward = functional(model)
+        step_loss = lambda idx: per_member_loss(forward(params, X[idx]), y[idx].expand(n, -1))
     else:
         orders = zip(*(batches(len(X), batch_size, steps, seed + i, X.device) for i in range(n)))
-        step_loss = lambda idx: per_member_loss(
-            ensemble_forward(model, params, X[torch.stack(idx)], per_member=True), y[torch.stack(idx)])
+        forward = functional(model, per_member=True)
+        step_loss = lambda idx: per_member_loss(forward(params, X[torch.stack(idx)]), y[torch.stack(idx)])
 
     def on_record(s):
         with torch.no_grad():
