@@ -129,3 +129,35 @@ def test_per_class_accuracy():
     logits = torch.eye(3)[[0, 0, 1, 2, 2, 2]]
     acc = tfd.per_class_accuracy(logits, torch.tensor([0, 1, 1, 2, 2, 0]), 4)
     assert acc[:3].tolist() == pytest.approx([0.5, 0.5, 1.0]) and math.isnan(acc[3])
+
+
+# --- the shared first-phase definition and the inter-class feature similarity (TFD-1) -------------------------
+
+def test_first_phase_ends_at_the_first_significant_drop():
+    steps = [0, 10, 20, 30, 40]
+    loss = [math.log(10), 2.30, 2.28, 1.9, 1.2]  # 0.9 * ln 10 = 2.07: the drop is at step 30
+    assert tfd.first_phase(steps, loss, 10) == tfd.Phase(30, True)
+
+
+def test_first_phase_plateau_level_is_chance_when_the_loss_starts_higher():
+    steps = [0, 10, 20, 30]
+    loss = [5.0, 2.3, 2.3, 2.3]  # falls from a large initial loss to ln 10 and sticks there: no learning
+    assert tfd.first_phase(steps, loss, 10) == tfd.Phase(30, False)
+
+
+def test_interclass_cosine_matches_the_pairwise_mean():
+    g = torch.Generator().manual_seed(0)
+    F_ = torch.relu(torch.randn(40, 7, generator=g))
+    y = torch.arange(40) % 3
+    U = torch.nn.functional.normalize(F_.double(), dim=1)
+    S = U @ U.T
+    expected = S[y[:, None] != y[None, :]].mean()
+    assert tfd.interclass_cosine(F_, y) == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_interclass_cosine_of_identical_and_orthogonal_classes():
+    y = torch.tensor([0, 0, 1, 1])
+    same = torch.tensor([[1.0, 2.0]] * 4)
+    assert tfd.interclass_cosine(same, y) == pytest.approx(1.0)
+    orth = torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.0, 3.0], [0.0, 1.0]])
+    assert tfd.interclass_cosine(orth, y) == pytest.approx(0.0)
