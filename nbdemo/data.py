@@ -8,6 +8,7 @@ Fashion-MNIST comes from Debian's `dataset-fashion-mnist` package when it is ins
 (decompressed into the cache, read through torchvision), else from torchvision's download.
 MNIST, CIFAR-10/100 and STL-10 are torchvision downloads. MNIST-1D is procedural and offline.
 """
+import functools
 import gzip
 import os
 import shutil
@@ -67,7 +68,7 @@ def load(name, *, split="train", classes=None, n_per_class=None, flatten=True, d
         n = len(classes) * min(n_per_class or 32, 32)
         X, y = torch.randn(n, *shape), torch.arange(n) % len(classes)
     else:
-        X, y = _standardised(name, split, root)
+        X, y = _standardised(name, split, str(data_root(root)))
         X, y = _subset(X, y, classes, n_per_class, seed, name)
     if flatten:
         X = X.reshape(len(X), -1)
@@ -90,8 +91,10 @@ def _subset(X, y, classes, n_per_class, seed, name):
     return X[keep], torch.cat(labels)
 
 
+@functools.lru_cache(maxsize=4)
 def _standardised(name, split, root):
-    """Raw uint8/float data -> float32, standardised per channel with training-split statistics."""
+    """Raw uint8/float data -> float32, standardised per channel with training-split statistics (cached:
+    callers get copies through `_subset`'s indexing)."""
     X, y = _raw(name, split, root)
     Xtr = X if split == "train" else _raw(name, "train", root)[0]
     dims = [0] + list(range(2, Xtr.dim()))
