@@ -2,6 +2,8 @@
 VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+# OpenMP threads sleep at barriers rather than spin: on 2 shared cores spinning slows torch many times over.
+export OMP_WAIT_POLICY ?= PASSIVE
 ROOT_APT := $(shell [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo yes)
 
 .PHONY: setup system book test clean

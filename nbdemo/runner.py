@@ -212,6 +212,9 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
     out = get(claim).notebook if commit else output_path(claim, profile, changed, dry_run)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.{os.getpid()}.running.ipynb")
+    # OpenMP threads that sleep at barriers instead of spinning: on a small shared machine a spinning thread
+    # holds the core its partner needs, and torch runs many times slower (same numbers either way).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     env_before = os.environ.get("NBDEMO_DRY_RUN")
     os.environ["NBDEMO_DRY_RUN"] = "1" if dry_run else "0"
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.perf_counter()
