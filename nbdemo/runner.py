@@ -133,11 +133,13 @@ OUTSIDE_NOTEBOOKS = {"runner.py", "book.py", "cli.py", "bench.py"}  # modules no
 
 
 def fingerprint(claim, params):
-    """Hash of what a run's outputs depend on: the notebook's cells, the package's code and the parameters."""
+    """Hash of what a run's outputs depend on: the notebook's code cells, the package's code and the parameters.
+    (Prose can be edited without making the results stale.)"""
     h = hashlib.sha256()
     nb = nbformat.read(get(claim).notebook, as_version=4)
     for cell in nb.cells:
-        h.update(cell.cell_type.encode() + cell.source.encode())
+        if cell.cell_type == "code":
+            h.update(cell.source.encode())
     for path in sorted(Path(__file__).parent.rglob("*.py")):
         if path.name not in OUTSIDE_NOTEBOOKS:
             h.update(path.read_bytes())
