@@ -142,3 +142,9 @@ def test_divergence_is_a_fail_with_its_step_not_a_crash(tmp_path, monkeypatch):
                          log=lambda *_: None)[1]["verdict"]
     finite = next(c for c in verdict["checks"] if c["check"] == "training stayed finite")
     assert not verdict["passed"] and not finite["ok"] and finite["measured"].startswith("diverged at step")
+
+
+@pytest.mark.parametrize("classes", ["[0, 12]", "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]", "[-1, 2]"])
+def test_classes_that_the_dataset_lacks_are_refused(classes):
+    with pytest.raises(runner.ParameterError, match="does not fit fashion-mnist, which has classes 0..9"):
+        runner.resolve("PCB-1", "default", {"classes": classes})
