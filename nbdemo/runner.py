@@ -21,6 +21,7 @@ import yaml
 from . import __version__
 from .claims import PROVENANCE_KEY, ROOT, VERDICT_KEY, get
 from .data import DATASETS
+from .train import PRECISIONS
 
 BUILD = Path(os.environ.get("NBDEMO_BUILD", ROOT / "build"))
 PROFILES = Path(__file__).parent / "profiles"
@@ -72,6 +73,7 @@ RULES = {  # parameter name -> (test, what is allowed)
     "seed": (lambda v: v >= 0, "an integer >= 0"),
     "seeds": (lambda v: len(v) > 0 and all(isinstance(s, int) and s >= 0 for s in v), "a non-empty list of integers >= 0"),
     "dataset": (lambda v: v in DATASETS, f"one of {sorted(DATASETS)}"),
+    "precision": (lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
     "device": (lambda v: re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", v) is not None, "auto, cpu, cuda, cuda:N or mps"),
 }
 

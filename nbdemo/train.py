@@ -39,11 +39,11 @@ def loss_fn(kind):
 
 
 def batches(n, batch_size, steps, seed, device):
-    """Yield `steps` index tensors: consecutive slices of a fresh seeded randperm each epoch (full batch if None)."""
+    """Yield `steps` index tensors: consecutive slices of a fresh seeded randperm each epoch. For the full batch
+    (batch_size None or >= n) yield slice(None), so that X[batch] is X itself rather than a copy."""
     if batch_size is None or batch_size >= n:
-        idx = torch.arange(n, device=device)
         for _ in range(steps):
-            yield idx
+            yield slice(None)
         return
     g = torch.Generator().manual_seed(seed)
     per_epoch = n // batch_size
@@ -63,22 +63,32 @@ def schedule(steps, record_at):
     return sorted({0, steps, *(s for s in record_at if 0 <= s <= steps)})
 
 
+PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
 def lr_at(step, lr, milestones):
     return lr * 0.1 ** sum(step >= m for m in milestones)
 
 
 def train(model, X, y, *, steps, lr, batch_size=100, momentum=0.0, weight_decay=0.0, lr_milestones=(), seed=0,
-          loss="ce", record=None, record_at=None, progress=True):
+          loss="ce", record=None, record_at=None, progress=True, compile=False, precision="float32"):
     """Train `model` in place with SGD on device-resident (X, y); return its History.
 
     record(model, step) -> dict of numbers/arrays is called at the steps of `schedule(steps, record_at)`.
     lr is multiplied by 0.1 at each step in `lr_milestones`. A non-finite loss stops training
     (History.diverged_at). In a dry run (the runner's shape check) only two steps are taken.
+    Optional speed-ups for the conv nets: compile=True trains through `torch.compile(model)`;
+    precision="bfloat16" runs the training forward pass under bf16 autocast. The loss, the weights and
+    everything `record` computes stay in float32.
     """
-    criterion = loss_fn(loss)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
+    criterion, forward = loss_fn(loss), torch.compile(model) if compile else model
 
     def step_loss(idx):
-        return criterion(model(X[idx]), y[idx])
+        with torch.autocast(X.device.type, dtype=PRECISIONS[precision], enabled=precision != "float32"):
+            out = forward(X[idx])
+        return criterion(out.float(), y[idx])
 
     def on_record(s):
         values = record(model, s)

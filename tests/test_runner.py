@@ -60,6 +60,13 @@ def test_bad_parameters_are_refused_with_the_name(overrides, message):
         runner.resolve("TFD-1", "default", overrides)
 
 
+def test_training_precision_is_checked():
+    with pytest.raises(runner.ParameterError, match="'precision' = 'float16' is impossible"):
+        runner.resolve("PFC-4", "default", {"precision": "float16"})
+    assert runner.resolve("PFC-4", "default", {"precision": "bfloat16", "torch_compile": "true"})[0] == {
+        "precision": "bfloat16", "torch_compile": True}
+
+
 def test_good_overrides_are_typed():
     changed, full = runner.resolve("TFD-1", "default", {"steps": "300", "gamma": "1", "dataset": "mnist"})
     assert changed == {"steps": 300, "gamma": 1.0, "dataset": "mnist"} and full["width"] == 512

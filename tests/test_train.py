@@ -7,6 +7,7 @@ import torch
 
 from nbdemo.ensemble import ensemble_forward, train_ensemble
 from nbdemo.models import MLP
+from nbdemo.pfc import FCResNet
 from nbdemo.train import batches, schedule, train
 
 
@@ -82,17 +83,51 @@ def test_divergence_stops_training_at_the_bad_step():
     assert len(h.loss) == h.diverged_at - 1 and np.isfinite(h.loss).all()
 
 
+ARCHITECTURES = {  # the three the book trains as ensembles
+    "MLP": lambda: MLP(10, 32, 3, 3),
+    "deep linear": lambda: MLP(10, 32, 4, 3, bias="none", activation="identity"),
+    "FC ResNet": lambda: FCResNet(10, 16, 3, 3),
+}
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.parametrize("batch_size", [None, 50])
-def test_each_ensemble_member_matches_training_it_alone(batch_size):
+def test_each_ensemble_member_matches_training_it_alone(arch, batch_size):
     X, y = blobs()
     torch.manual_seed(0)
-    models = [MLP(10, 32, 3, 3) for _ in range(4)]
+    models = [ARCHITECTURES[arch]() for _ in range(4)]
     alone = copy.deepcopy(models[2])
-    kw = dict(steps=40, lr=0.1, batch_size=batch_size, momentum=0.9, weight_decay=1e-3, progress=False)
+    kw = dict(steps=40, lr=0.05, batch_size=batch_size, momentum=0.9, weight_decay=1e-3, progress=False)
     params, hist = train_ensemble(models, X, y, seed=5, **kw)
     h = train(alone, X, y, seed=5 + 2, **kw)
-    assert hist.loss.shape == (40, 4)
+    assert hist.loss.shape == (40, 4) and h.diverged_at is None
     np.testing.assert_allclose(hist.loss[:, 2], h.loss, rtol=1e-5, atol=1e-6)
     for name, p in alone.named_parameters():
         torch.testing.assert_close(params[name][2], p.detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(ensemble_forward(models[0], params, X)[2], alone(X), rtol=1e-5, atol=1e-5)
+
+
+def test_batchnorm_ensembles_are_refused():
+    with pytest.raises(ValueError, match="BatchNorm"):
+        train_ensemble([MLP(10, 8, 2, 3, norm="bn") for _ in range(2)], *blobs(), steps=1, lr=0.1)
+
+
+def test_bfloat16_training_learns_and_keeps_float32_weights():
+    X, y = blobs()
+    torch.manual_seed(0)
+    model = MLP(10, 32, 3, 3)
+    h = train(model, X, y, steps=60, lr=0.1, batch_size=50, precision="bfloat16", progress=False)
+    assert h.loss[-1] < 0.5 * h.loss[0]
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    with pytest.raises(ValueError, match="precision='float16'"):
+        train(model, X, y, steps=1, lr=0.1, precision="float16")
+
+
+def test_compiled_training_matches_eager():
+    X, y = blobs()
+    torch.manual_seed(0)
+    eager = MLP(10, 32, 3, 3)
+    compiled = copy.deepcopy(eager)
+    kw = dict(steps=20, lr=0.1, batch_size=50, progress=False)
+    np.testing.assert_allclose(train(compiled, X, y, compile=True, **kw).loss, train(eager, X, y, **kw).loss,
+                               rtol=1e-4, atol=1e-5)
