@@ -1,6 +1,8 @@
 """Models of the PC-bias paper (Hacohen & Weinshall): ensembles of deep linear networks, the two-layer ReLU model of
 §2.5 with only its first layer trained, and a small st-VGG-like CNN with a linear surrogate for its compact
 representation. Ensembles are stacked tensors with a leading axis of N members, trained by `nbdemo.train.fit`.
+A deep linear net computes x ↦ W x with W its compact weight, so `train_linear` steps through W rather than through
+each layer under `torch.func`; its steps are those of `nbdemo.ensemble.train_ensemble` on the same nets (tested).
 
 Losses follow the paper's Eq. 5 per sample: "mse" is ½‖f(x) - y‖² (one-hot y) averaged over the batch, so for
 full-batch gradient descent the rate of Eq. 10 uses d / n; "ce" is the mean cross-entropy.

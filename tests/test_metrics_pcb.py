@@ -163,6 +163,26 @@ def test_train_linear_full_batch_is_plain_gd_on_the_compact_weight():
     assert torch.allclose(W.detach(), W0, atol=1e-5)
 
 
+def test_train_linear_matches_the_generic_torch_func_ensemble():
+    """pcb.train_linear (stacked weights, compact-weight form) against train_ensemble (vmap) on the same deep linear
+    nets, full batch. Its loss is ½ of train_ensemble's "mse", so it takes twice the learning rate."""
+    from nbdemo.ensemble import train_ensemble
+    from nbdemo.pcb import linear_init, train_linear
+    X, y = rand(40, 6).float(), torch.arange(40) % 3
+    dims = [6, 8, 8, 3]
+    weights = linear_init(dims, 3, seed=2)
+    models = [MLP(6, 8, 3, 3, bias="none", activation="identity") for _ in range(3)]
+    for i, m in enumerate(models):
+        with torch.no_grad():
+            for lin, w in zip(m.linears, weights):
+                lin.weight.copy_(w[i])
+    mine = train_linear(weights, X, y, steps=30, lr=0.2)
+    params, generic = train_ensemble(models, X, y, steps=30, lr=0.1, batch_size=None, loss="mse", progress=False)
+    torch.testing.assert_close(torch.as_tensor(mine.loss * 2), torch.as_tensor(generic.loss), rtol=1e-4, atol=1e-6)
+    for l, w in enumerate(weights):
+        torch.testing.assert_close(w.detach(), params[f"linears.{l}.weight"], rtol=1e-4, atol=1e-6)
+
+
 def test_relu_model_starts_linear_and_cnn_compact_is_its_surrogate():
     from nbdemo.pcb import SmallVGG, cnn_compact_weight, relu_forward, relu_init
     W, a = relu_init(5, 8, 3, seed=0)
