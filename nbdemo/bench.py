@@ -2,6 +2,10 @@
 
 Each pair is warmed up once, then run `repeats` times alternately (A, B, A, B, ...); the table gives
 the median times and their ratio. Absolute times on shared machines are noise; the ratios are the result.
+The last columns divide the pair's work by each side's time and compare it with the machine's matmul peak:
+a pair whose naive side already runs near the peak cannot gain much from vectorising. The work is the smaller
+of the two sides' multiply-adds in matrix products and convolutions (torch's FlopCounterMode); it is the
+smaller because the vmapped backward of a convolution counts several times the loop's.
 """
 import copy
 import statistics
@@ -9,12 +13,15 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
 from . import resolve_device
 from .data import load
 from .ensemble import train_ensemble
-from .metrics.tfd import feature_grads, weight_changes
+from .metrics.tfd import common_direction, feature_grads, weight_changes
 from .models import MLP
+from .pcb import SmallVGG
+from .pfc import FCResNet
 from .train import batches, train
 
 
@@ -28,14 +35,28 @@ def timed(fn, device):
     return time.perf_counter() - t0
 
 
+def macs(fn):
+    """Multiply-adds that one call of `fn` spends in matrix products and convolutions."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops() / 2
+
+
 def pair(fast, slow, repeats, device):
-    """Median seconds of `fast` and `slow`, run alternately after one warm-up each."""
+    """Median seconds of `fast` and `slow`, run alternately after one warm-up each, and their multiply-adds."""
     timed(fast, device), timed(slow, device)
     t_fast, t_slow = [], []
     for _ in range(repeats):
         t_fast.append(timed(fast, device))
         t_slow.append(timed(slow, device))
-    return statistics.median(t_fast), statistics.median(t_slow)
+    return statistics.median(t_fast), statistics.median(t_slow), macs(fast), macs(slow)
+
+
+def matmul_peak(device, repeats=20):
+    """GMAC/s of one large float32 product, (2000 x 784) @ (784 x 640): what this machine's matmuls can reach."""
+    a, b = torch.randn(2000, 784, device=device), torch.randn(784, 640, device=device)
+    t = statistics.median(timed(lambda: a @ b, device) for _ in range(repeats))
+    return 2000 * 784 * 640 / t / 1e9
 
 
 def data_path(device):
@@ -79,28 +100,72 @@ def data_path(device):
     return resident, dataloader
 
 
-def ensembles(n, device, depth, activation, width=64, batch_size=None):
-    """N nets 784 -> width x depth -> 10 on 2,000 Fashion-MNIST images, 20 SGD steps (full batch by default)."""
-    X, y = load("fashion-mnist", n_per_class=200, device=device)
+def finished(hist):
+    """A bench run that diverged would time nothing worth comparing."""
+    if hist.diverged_at is not None:
+        raise RuntimeError(f"a bench run diverged at step {hist.diverged_at}; its times would mean nothing")
+
+
+def ensembles(n, device, setting):
+    """N members of one `ENSEMBLES` setting, 10 SGD steps: `train_ensemble` (vmap) against a loop of `train`."""
+    make, data, batch_size, lr, loss = ENSEMBLES[setting]
+    X, y = data(device)
     torch.manual_seed(0)
-    models = [MLP(784, width, depth, 10, bias="none", activation=activation).to(device) for _ in range(n)]
-    kw = dict(steps=20, lr=0.01, batch_size=batch_size, loss="mse", progress=False)
-    vectorised = lambda: train_ensemble([copy.deepcopy(m) for m in models], X, y, **kw)
-    loop = lambda: [train(copy.deepcopy(m), X, y, seed=i, **kw) for i, m in enumerate(models)]
+    models = [make().to(device) for _ in range(n)]
+    kw = dict(steps=10, lr=lr, batch_size=batch_size, loss=loss, progress=False)
+
+    def vectorised():
+        finished(train_ensemble([copy.deepcopy(m) for m in models], X, y, **kw)[1])
+
+    def loop():
+        for i, m in enumerate(models):
+            finished(train(copy.deepcopy(m), X, y, seed=i, **kw))
+
     return vectorised, loop
 
 
+def _fmnist(device):
+    return load("fashion-mnist", n_per_class=200, device=device)
+
+
+def _pcb5_images(device):  # PCB-5's CNN data: T-shirt vs shirt, 500 each, 14x14
+    X, y = load("fashion-mnist", classes=[0, 6], n_per_class=500, flatten=False, device=device)
+    return F.avg_pool2d(X, 2), y
+
+
+# setting -> (model factory, data(device), batch size (None: full batch), lr, loss)
+ENSEMBLES = {
+    "deep linear 5x64, full batch": (lambda: MLP(784, 64, 5, 10, bias="none", activation="identity"), _fmnist,
+                                     None, 1e-4, "mse"),
+    "ReLU MLP 3x64, full batch": (lambda: MLP(784, 64, 3, 10, bias="none"), _fmnist, None, 0.01, "mse"),
+    "ReLU MLP 10x64, batch 100": (lambda: MLP(784, 64, 10, 10, bias="none"), _fmnist, 100, 0.01, "mse"),
+    "FC ResNet 10x128, batch 128": (lambda: FCResNet(784, 128, 10, 10), _fmnist, 128, 0.01, "ce"),
+    "CNN (PCB-5), batch 100": (lambda: SmallVGG((1, 14, 14), (8, 16), 32, 2), _pcb5_images, 100, 0.1, "ce"),
+}
+
+
 def per_sample(device, layer=3, lr=0.1):
-    """Per-sample weight changes ΔW|x of one layer of the 9x512 MLP for a batch of 100."""
+    """Per-sample weight changes ΔW|x = -lr g_x F_xᵀ of one layer of the 9x512 MLP for a batch of 100.
+
+    Vectorised: one backward pass of the summed loss gives every g_x (`feature_grads`), the factored form the TFD
+    notebooks use. The loop takes one backward pass per sample and reads each dense ΔW|x off `.grad`. Returns
+    (name, fast, slow) for the factors, for the materialised (n, h, d) changes, and for their common direction (Eq. 5).
+    """
     X, y = load("fashion-mnist", n_per_class=10, device=device)
     torch.manual_seed(0)
     model = MLP(784, 512, 9, 10).to(device)
 
-    def vectorised():
+    def factors():
         feats, logits = model.features(X)
         g = feature_grads(feats[layer:layer + 1], logits, y)[0]  # gradient w.r.t. F^(layer), post-ReLU
-        pre_grad = g * (feats[layer] > 0)  # through the ReLU gate to the pre-activation
-        return weight_changes(pre_grad, feats[layer - 1], lr)
+        return g * (feats[layer] > 0), feats[layer - 1].detach()  # pre-activation gradient g_x, layer input F_x
+
+    def materialised():
+        return weight_changes(*factors(), lr)
+
+    def direction():
+        g, f = factors()
+        return common_direction((f.norm(dim=1, keepdim=True) * g)[:, :, None])
 
     def loop():
         out = []
@@ -110,8 +175,11 @@ def per_sample(device, layer=3, lr=0.1):
             out.append(-lr * model.linears[layer - 1].weight.grad.clone())
         return torch.stack(out)
 
-    torch.testing.assert_close(vectorised(), loop(), rtol=1e-4, atol=1e-7)
-    return vectorised, loop
+    torch.testing.assert_close(materialised(), loop(), rtol=1e-4, atol=1e-7)
+    torch.testing.assert_close(direction(), common_direction(loop()), rtol=1e-4, atol=1e-6)
+    return [("per-sample weight changes, factors g_x, F_x", factors, loop),
+            ("per-sample weight changes, (n, h, d) tensor", materialised, loop),
+            ("their common direction (Eq. 5)", direction, lambda: common_direction(loop()))]
 
 
 def main(args):
@@ -122,14 +190,17 @@ def main(args):
     rows.append(("data path, one epoch of batches", *pair(resident(False), dataloader(False), r, device)))
     rows.append(("one training epoch, 9x512 MLP", *pair(resident(True), dataloader(True), r, device)))
     for n in (10, 100):
-        rows.append((f"ensemble N={n}, deep linear 5x64, full batch", *pair(*ensembles(n, device, 5, "identity"), r, device)))
-        rows.append((f"ensemble N={n}, ReLU MLP 3x64, full batch", *pair(*ensembles(n, device, 3, "relu"), r, device)))
-        rows.append((f"ensemble N={n}, ReLU MLP 10x64, batch 100", *pair(*ensembles(n, device, 10, "relu", batch_size=100), r, device)))
-    rows.append(("per-sample weight changes, 1 layer", *pair(*per_sample(device), r, device)))
-    print(f"device: {device}, threads: {torch.get_num_threads()}, median of {r} alternating repeats")
-    print(f"{'pair':44} {'fast (s)':>10} {'naive (s)':>10} {'ratio':>7}")
-    for name, fast, slow in rows:
-        print(f"{name:44} {fast:10.4f} {slow:10.4f} {slow / fast:6.1f}x")
+        for setting in ENSEMBLES:
+            rows.append((f"ensemble N={n}, {setting}", *pair(*ensembles(n, device, setting), r, device)))
+    for name, fast, slow in per_sample(device):
+        rows.append((name, *pair(fast, slow, r, device)))
+    print(f"device: {device}, threads: {torch.get_num_threads()}, median of {r} alternating repeats; "
+          f"matmul peak {matmul_peak(device):.0f} GMAC/s")
+    print(f"{'pair':52} {'fast (s)':>10} {'naive (s)':>10} {'ratio':>7}   GMAC/s fast, naive")
+    for name, fast, slow, m_fast, m_slow in rows:
+        work = min(m_fast, m_slow)
+        rate = lambda t: f"{work / t / 1e9:6.0f}" if work else "     -"
+        print(f"{name:52} {fast:10.4f} {slow:10.4f} {slow / fast:6.1f}x   {rate(fast)} {rate(slow)}")
     if args.book:
         book_times()
 
