@@ -15,26 +15,8 @@ BOOK = ROOT / "book"
 STATIC = ["_config.yml", "intro.md", "references.bib"] + [f"{p.lower()}.md" for p in PAPERS]
 
 
-def sweep(claim, seeds, profile="default", overrides=None):
-    """Run a claim once per seed; print and save, per check, in how many seeds it passed."""
-    verdicts = [runner.run(claim, profile, {**(overrides or {}), "seed": s})[1]["verdict"] for s in seeds]
-    names = [c["check"] for c in verdicts[0]["checks"]]
-    counts = {n: sum(c["ok"] for v in verdicts for c in v["checks"] if c["check"] == n) for n in names}
-    result = {"claim": runner.get(claim).id, "profile": profile, "overrides": overrides or {}, "seeds": seeds,
-              "checks": counts, "holds": sum(v["passed"] for v in verdicts)}
-    for name, k in counts.items():
-        print(f"  {k}/{len(seeds)} seeds  {name}")
-    print(f"{result['claim']}: the whole claim holds in {result['holds']} of {len(seeds)} seeds")
-    runner._atomic_write(json.dumps(result, indent=1), sweep_path(claim, profile))
-    return result
-
-
-def sweep_path(claim, profile):
-    return runner.BUILD / "sweeps" / profile / f"{runner.get(claim).id}.json"
-
-
 def seeds_text(claim, profile):
-    path = sweep_path(claim, profile)
+    path = runner.sweep_path(claim, profile)
     if not path.exists():
         return ""
     s = json.loads(path.read_text())

@@ -28,7 +28,7 @@ def cmd_run(args):
 
 
 def cmd_sweep(args):
-    from .book import sweep
+    from .runner import sweep
     sweep(args.claim, args.seeds, args.profile, _overrides(args.p))
 
 

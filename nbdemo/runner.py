@@ -265,3 +265,21 @@ def latest(claim, profile="default"):
         if meta and meta.get("fingerprint") == want and meta.get("profile") == profile:
             return path, meta
     return None
+
+
+def sweep(claim, seeds, profile="default", overrides=None):
+    """Run a claim once per seed; print and save, per check, in how many seeds it passed."""
+    verdicts = [run(claim, profile, {**(overrides or {}), "seed": s})[1]["verdict"] for s in seeds]
+    names = [c["check"] for c in verdicts[0]["checks"]]
+    counts = {n: sum(c["ok"] for v in verdicts for c in v["checks"] if c["check"] == n) for n in names}
+    result = {"claim": get(claim).id, "profile": profile, "overrides": overrides or {}, "seeds": seeds,
+              "checks": counts, "holds": sum(v["passed"] for v in verdicts)}
+    for name, k in counts.items():
+        print(f"  {k}/{len(seeds)} seeds  {name}")
+    print(f"{result['claim']}: the whole claim holds in {result['holds']} of {len(seeds)} seeds")
+    _atomic_write(json.dumps(result, indent=1), sweep_path(claim, profile))
+    return result
+
+
+def sweep_path(claim, profile):
+    return BUILD / "sweeps" / profile / f"{get(claim).id}.json"

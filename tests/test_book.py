@@ -45,7 +45,7 @@ def built(tmp_path_factory):
     swept = next(iter(done))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "BUILD", tmp)
-        path = book.sweep_path(swept, "default")
+        path = runner.sweep_path(swept, "default")
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"claim": swept, "seeds": SWEEP_SEEDS, "holds": SWEEP_HOLDS}))
         index = book.build(strict=True, done=done, out=tmp / "out")

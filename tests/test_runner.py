@@ -1,4 +1,5 @@
 """The claim registry, verdicts, parameter validation, profiles and the `nbdemo` command."""
+import json
 import os
 import re
 import signal
@@ -65,6 +66,20 @@ def test_training_precision_is_checked():
         runner.resolve("PFC-4", "default", {"precision": "float16"})
     assert runner.resolve("PFC-4", "default", {"precision": "bfloat16", "torch_compile": "true"})[0] == {
         "precision": "bfloat16", "torch_compile": True}
+
+
+def test_sweep_counts_each_check_over_the_seeds(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "BUILD", tmp_path)
+    outcomes = {0: (True, True), 1: (True, False), 2: (False, False)}
+
+    def run(claim, profile, overrides):
+        a, b = outcomes[overrides["seed"]]
+        return None, {"verdict": {"passed": a and b, "checks": [{"check": "a", "ok": a}, {"check": "b", "ok": b}]}}
+
+    monkeypatch.setattr(runner, "run", run)
+    result = runner.sweep("TFD-1", [0, 1, 2])
+    assert result["checks"] == {"a": 2, "b": 1} and result["holds"] == 1
+    assert json.loads(runner.sweep_path("TFD-1", "default").read_text()) == result
 
 
 def test_good_overrides_are_typed():
