@@ -176,9 +176,9 @@ def test_train_linear_matches_the_generic_torch_func_ensemble():
         with torch.no_grad():
             for lin, w in zip(m.linears, weights):
                 lin.weight.copy_(w[i])
-    mine = train_linear(weights, X, y, steps=30, lr=0.2)
+    compact = train_linear(weights, X, y, steps=30, lr=0.2)
     params, generic = train_ensemble(models, X, y, steps=30, lr=0.1, batch_size=None, loss="mse", progress=False)
-    torch.testing.assert_close(torch.as_tensor(mine.loss * 2), torch.as_tensor(generic.loss), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(torch.as_tensor(compact.loss * 2), torch.as_tensor(generic.loss), rtol=1e-4, atol=1e-6)
     for l, w in enumerate(weights):
         torch.testing.assert_close(w.detach(), params[f"linears.{l}.weight"], rtol=1e-4, atol=1e-6)
 
