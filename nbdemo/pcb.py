@@ -69,7 +69,8 @@ def train_linear(weights, X, y, *, steps, lr, batch_size=None, loss="mse", seed=
     else:
         def step_loss(idx):
             W = compact_weight(weights)  # (N, K, q), applied to the batch as one matrix product
-            out = (X[idx] @ W.reshape(-1, W.shape[-1]).T).reshape(len(idx), n, -1).transpose(0, 1)
+            Xb = X[idx]
+            out = (Xb @ W.reshape(-1, W.shape[-1]).T).reshape(len(Xb), n, -1).transpose(0, 1)
             return criterion(out, y[idx].expand(n, -1))
 
     def on_record(s):
