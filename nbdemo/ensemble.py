@@ -3,11 +3,12 @@
 The members' parameters are stacked along a new first axis (`stack_module_state`) and the forward
 pass is `vmap(functional_call)`. SGD on the stacked tensors is exactly SGD on each member, because
 momentum and weight decay act elementwise and the summed loss gives each member its own gradient.
-Member i draws its batches from seed `seed + i`, so it matches `train(copy_of_member_i, seed=seed + i)`.
+Member i draws its batches from seed `seed + i`, so it matches `train(copy_of_member_i, seed=seed + i)`; with
+same_batches=True every member takes those of `seed`. Weight decay may differ between members.
 
 Tested member by member against `train` for the MLP, deep linear networks (the MLP with identity activations)
 and the FC ResNet. Convolutions vectorise as grouped convolutions; `nbdemo bench` measures the CNN of PCB-5
-faster as an ensemble than in a loop on the CPU (2.3x at N = 10, 1.7x at N = 100), so there is no loop
+faster as an ensemble than in a loop on the CPU at N = 10 and N = 100 (README, Performance), so there is no loop
 fallback for them. BatchNorm's running statistics are buffers updated in place, which vmap does not allow:
 `stack` refuses such models; train them one by one with `nbdemo.train.train`.
 """
@@ -44,18 +45,21 @@ def ensemble_forward(model, params, X, *, per_member=False, **kwargs):
 
 
 def train_ensemble(models, X, y, *, steps, lr, batch_size=None, momentum=0.0, weight_decay=0.0, lr_milestones=(),
-                   seed=0, loss="ce", record=None, record_at=None, progress=True):
+                   seed=0, same_batches=False, loss="ce", record=None, record_at=None, progress=True):
     """Train the members of `models` (one architecture, their own inits) as one ensemble.
 
     Returns (params, History): params maps names to stacked (N, ...) tensors (see `ensemble_forward`);
-    History.loss has shape (steps, N). record(params, step) -> dict is called on the schedule of `train`.
-    batch_size=None is full-batch gradient descent, the same data for every member.
+    History.loss has shape (steps, N); `History.member(i)` is member i's. record(params, step) -> dict is called
+    on the schedule of `train`. batch_size=None is full-batch gradient descent, the same data for every member.
+    weight_decay is one number, or one per member.
     """
     params, n = stack(models), len(models)
+    if torch.as_tensor(weight_decay).shape not in ((), (n,)):
+        raise ValueError(f"weight_decay={weight_decay!r}: give one number, or one per member ({n})")
     model, criterion = models[0], loss_fn(loss)
     per_member_loss = vmap(criterion)
-    if batch_size is None or batch_size >= len(X):
-        orders = batches(len(X), None, steps, seed, X.device)
+    if same_batches or batch_size is None or batch_size >= len(X):
+        orders = batches(len(X), batch_size, steps, seed, X.device)
         forward = functional(model)
         step_loss = lambda idx: per_member_loss(forward(params, X[idx]), y[idx].expand(n, -1))
     else:

@@ -13,7 +13,9 @@ from .data import dry_run
 @dataclass
 class History:
     """What a run recorded. `loss[s]` is the batch loss of update s+1; `records[name][i]` was taken at `steps[i]`
-    (the number of updates done). `diverged_at` is the update whose loss was NaN or inf; training stopped there."""
+    (the number of updates done). `diverged_at` is the update whose loss was NaN or inf; training stopped there.
+    An ensemble's loss has one column per member and `diverged_at` is its first member's divergence; the other
+    members train on (see `fit`), and `member(i)` is member i's own History."""
     steps: list = field(default_factory=list)
     loss: np.ndarray = None
     records: dict = field(default_factory=dict)
@@ -27,6 +29,13 @@ class History:
 
     def __getitem__(self, name):
         return np.asarray(self.records[name])
+
+    def member(self, i):
+        """Member i of an ensemble's History: its loss column, its entry of every record, its own diverged_at."""
+        loss = self.loss[:, i]
+        bad = np.flatnonzero(~np.isfinite(loss))
+        return History(list(self.steps), loss, {k: [np.asarray(v)[i] for v in vs] for k, vs in self.records.items()},
+                       int(bad[0]) + 1 if len(bad) else None, self.wall_s)
 
 
 def loss_fn(kind):
@@ -105,14 +114,18 @@ def fit(params, step_loss, batch_iter, *, steps, lr, momentum, weight_decay, lr_
     """The SGD loop behind `train` and `ensemble.train_ensemble`.
 
     step_loss(batch) returns the loss, of `shape` (one entry per ensemble member; their sum is minimised).
+    An ensemble trains on while any member's loss is finite (the members are independent); a single run stops at
+    its first non-finite loss, which its History.loss leaves out. weight_decay may be a tensor of `shape`: one
+    coefficient per member.
     """
     if steps < 0:
         raise ValueError(f"steps={steps} must be >= 0")
     steps = min(steps, 2) if dry_run() else steps
-    opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    decay = torch.as_tensor(weight_decay, dtype=params[0].dtype, device=params[0].device)
+    opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=0.0 if decay.dim() else weight_decay)
     when = set(schedule(steps, record_at))
     hist, losses = History(), torch.zeros(steps, *shape, device=params[0].device)
-    t0 = time.perf_counter()
+    t0, done = time.perf_counter(), 0
     if record:
         hist.add(0, record(0))
     bar = tqdm(total=steps, disable=not progress or steps < 2, mininterval=5, desc="train", leave=False)
@@ -122,17 +135,23 @@ def fit(params, step_loss, batch_iter, *, steps, lr, momentum, weight_decay, lr_
         batch_loss = step_loss(batch)
         opt.zero_grad(set_to_none=True)
         batch_loss.sum().backward()
+        if decay.dim():  # per member: what SGD's weight_decay adds to the gradient, decay_i * p_i
+            with torch.no_grad():
+                for p in params:
+                    p.grad.add_(p * decay.view(-1, *[1] * (p.dim() - 1)))
         opt.step()
         losses[s - 1] = batch_loss.detach()
         bar.update()
+        done = s
         if s in when or s % 100 == 0:
-            bad = (~torch.isfinite(losses[:s].reshape(s, -1)).all(1)).nonzero()
-            if len(bad):
-                hist.diverged_at = int(bad[0]) + 1
-                break
+            bad = ~torch.isfinite(losses[:s].reshape(s, -1))  # (steps so far, members)
+            if bad.any():
+                hist.diverged_at = int(bad.any(1).nonzero()[0]) + 1
+                if bad.any(0).all():
+                    break
             if record and s in when:
                 hist.add(s, record(s))
     bar.close()
-    hist.loss = losses[:steps if hist.diverged_at is None else hist.diverged_at - 1].cpu().numpy()
+    hist.loss = losses[:hist.diverged_at - 1 if hist.diverged_at and not shape else done].cpu().numpy()
     hist.wall_s = time.perf_counter() - t0
     return hist

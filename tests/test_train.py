@@ -107,6 +107,36 @@ def test_each_ensemble_member_matches_training_it_alone(arch, batch_size):
     torch.testing.assert_close(ensemble_forward(models[0], params, X)[2], alone(X), rtol=1e-5, atol=1e-5)
 
 
+def test_members_with_their_own_weight_decay_on_the_same_batches_match_training_alone():
+    X, y = blobs()
+    torch.manual_seed(0)
+    models, decays = [MLP(10, 32, 3, 3) for _ in range(3)], [0.0, 1e-3, 1e-2]
+    kw = dict(steps=40, lr=0.05, batch_size=50, momentum=0.5, seed=5, progress=False)
+    params, hist = train_ensemble([copy.deepcopy(m) for m in models], X, y, weight_decay=decays, same_batches=True, **kw)
+    for i, (model, decay) in enumerate(zip(models, decays)):
+        h = train(model, X, y, weight_decay=decay, **kw)
+        np.testing.assert_allclose(hist.member(i).loss, h.loss, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(params["linears.0.weight"][i], model.linears[0].weight.detach(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="one per member"):
+        train_ensemble(models, X, y, weight_decay=[0.0, 1e-3], **kw)
+
+
+def test_an_ensemble_trains_on_past_one_members_divergence():
+    X, y = blobs()
+    torch.manual_seed(0)
+    models = [MLP(10, 32, 3, 3) for _ in range(3)]
+    alone = copy.deepcopy(models[0])
+    kw = dict(steps=300, lr=0.05, batch_size=None, progress=False)
+    _, hist = train_ensemble(models, X, y, weight_decay=[0.0, 100.0, 0.0], **kw,
+                             record=lambda p, s: {"w": p["linears.0.weight"].norm(dim=(1, 2))})
+    h = train(alone, X, y, **kw)
+    bad = hist.member(1)
+    assert bad.diverged_at is not None and hist.diverged_at == bad.diverged_at < 300
+    assert hist.member(0).diverged_at is None and hist.member(2).diverged_at is None and hist.loss.shape == (300, 3)
+    np.testing.assert_allclose(hist.member(0).loss, h.loss, rtol=1e-5, atol=1e-6)
+    assert np.isfinite(hist.member(2)["w"]).all() and not np.isfinite(bad["w"][-1])
+
+
 def test_batchnorm_ensembles_are_refused():
     with pytest.raises(ValueError, match="BatchNorm"):
         train_ensemble([MLP(10, 8, 2, 3, norm="bn") for _ in range(2)], *blobs(), steps=1, lr=0.1)
