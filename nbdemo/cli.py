@@ -1,5 +1,6 @@
 """The `nbdemo` command: list, run, sweep, book, bench."""
 import argparse
+import os
 import sys
 
 from . import runner
@@ -86,6 +87,9 @@ def main(argv=None):
         sys.exit(f"nbdemo: {e}")
     except KeyboardInterrupt:
         sys.exit("nbdemo: interrupted; notebooks/ is untouched and no partial result was kept")
+    except BrokenPipeError:  # `nbdemo list | head`: the reader stopped reading (as the Python docs advise)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
 
 
 if __name__ == "__main__":

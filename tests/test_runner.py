@@ -109,6 +109,12 @@ def test_cli_refuses_bad_parameters_before_running(tmp_path):
     assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
 
 
+def test_cli_output_piped_into_a_reader_that_stops_early_is_not_an_error():
+    r = subprocess.run(" ".join(NBDEMO + ["list", "|", "head", "-1"]), shell=True, capture_output=True, text=True,
+                       timeout=60)
+    assert r.stdout.startswith("claim") and r.stderr == ""
+
+
 def _snapshot():
     return {p.name: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")}
 
