@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -188,6 +189,37 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
+def _execute(notebook, out, parameters, cwd):
+    """papermill in a worker thread, on a kernel this thread starts and stops.
+
+    In the main thread nbclient takes SIGINT and SIGTERM for its own kernel cleanup, which can leave the kernel
+    training and the run waiting for good. Here they reach the main thread as KeyboardInterrupt: it kills the
+    kernel, lets the worker unwind and re-raises."""
+    import papermill
+    from jupyter_client.manager import KernelManager
+
+    km, failed = KernelManager(kernel_name="python3"), []
+
+    def work():
+        try:
+            papermill.execute_notebook(notebook, out, parameters=parameters, cwd=cwd, progress_bar=False,
+                                       kernel_name="python3", request_save_on_cell_execute=False, km=km)
+        except BaseException as e:  # handed to the main thread
+            failed.append(e)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+        worker.join(30)
+    if failed:
+        raise failed[0]
+
+
 def _atomic_write(text, path):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -207,8 +239,6 @@ def output_path(claim, profile="default", overrides=None, dry_run=False):
 
 def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, log=print):
     """Execute one claim notebook; return (path of the executed notebook, its nbdemo metadata)."""
-    import papermill
-
     claim = get(claim).id
     changed, full = resolve(claim, profile, overrides)
     if commit and (profile != "default" or changed or dry_run):
@@ -224,9 +254,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.perf_counter()
     try:
         with _sigterm_as_interrupt():
-            papermill.execute_notebook(str(get(claim).notebook), str(tmp), parameters=changed,
-                                       cwd=str(get(claim).notebook.parent), progress_bar=False,
-                                       kernel_name="python3", request_save_on_cell_execute=False)
+            _execute(str(get(claim).notebook), str(tmp), changed, str(get(claim).notebook.parent))
             nb = nbformat.read(tmp, as_version=4)
             meta = {"claim": claim, "profile": profile, "overrides": changed, "parameters": full,
                     "dry_run": dry_run, "commit": git_commit(), "started": started,
