@@ -106,38 +106,44 @@ def finished(hist):
         raise RuntimeError(f"a bench run diverged at step {hist.diverged_at}; its times would mean nothing")
 
 
-def ensembles(n, device, setting):
-    """N members of one `ENSEMBLES` setting, 10 SGD steps: `train_ensemble` (vmap) against a loop of `train`."""
+def members(n, device, setting):
+    """The N seeded initial nets of one `ENSEMBLES` setting, its data, and the kwargs of 10 SGD steps."""
     make, data, batch_size, lr, loss = ENSEMBLES[setting]
     X, y = data(device)
     torch.manual_seed(0)
-    models = [make().to(device) for _ in range(n)]
-    kw = dict(steps=10, lr=lr, batch_size=batch_size, loss=loss, progress=False)
+    return [make().to(device) for _ in range(n)], X, y, dict(steps=10, lr=lr, batch_size=batch_size, loss=loss,
+                                                              progress=False)
+
+
+def looped(models, X, y, kw):
+    """The naive side of every ensemble pair: `train` each member in turn."""
+    def loop():
+        for i, m in enumerate(models):
+            finished(train(copy.deepcopy(m), X, y, seed=i, **kw))
+    return loop
+
+
+def ensembles(n, device, setting):
+    """N members of one `ENSEMBLES` setting: `train_ensemble` (vmap) against a loop of `train`."""
+    models, X, y, kw = members(n, device, setting)
 
     def vectorised():
         finished(train_ensemble([copy.deepcopy(m) for m in models], X, y, **kw)[1])
 
-    def loop():
-        for i, m in enumerate(models):
-            finished(train(copy.deepcopy(m), X, y, seed=i, **kw))
-
-    return vectorised, loop
+    return vectorised, looped(models, X, y, kw)
 
 
 def deep_linear_compact(n, device):
     """The book's trainer of deep linear ensembles, `pcb.train_linear`, against the loop of `ensembles` on the
     same nets. It stacks the members and steps through each compact weight W with the full-batch loss written with
     Σ_XX and Σ_YX, so it runs a cheaper algorithm as well as vectorising: its ratio is not vmap's."""
-    make, data, _, lr, _ = ENSEMBLES[DEEP_LINEAR]
-    X, y = data(device)
-    torch.manual_seed(0)
-    models = [make().to(device) for _ in range(n)]
+    models, X, y, kw = members(n, device, DEEP_LINEAR)
     weights = [torch.stack([m.linears[i].weight.detach() for m in models]) for i in range(len(models[0].linears))]
 
     def compact():  # its "mse" is half of train's, hence twice the learning rate for the same steps
-        finished(train_linear([w.clone().requires_grad_() for w in weights], X, y, steps=10, lr=2 * lr))
+        finished(train_linear([w.clone().requires_grad_() for w in weights], X, y, steps=kw["steps"], lr=2 * kw["lr"]))
 
-    return compact, ensembles(n, device, DEEP_LINEAR)[1]
+    return compact, looped(models, X, y, kw)
 
 
 def _fmnist(device):
