@@ -163,6 +163,7 @@ ENSEMBLES = {
     "ReLU MLP 10x64, batch 100": (lambda: MLP(784, 64, 10, 10, bias="none"), _fmnist, 100, 0.01, "mse"),
     "FC ResNet 10x128, batch 128": (lambda: FCResNet(784, 128, 10, 10), _fmnist, 128, 0.01, "ce"),
     "CNN (PCB-5), batch 100": (lambda: SmallVGG((1, 14, 14), (8, 16), 32, 2), _pcb5_images, 100, 0.1, "ce"),
+    "MLP 9x128 + BatchNorm, batch 100": (lambda: MLP(784, 128, 9, 10, norm="bn"), _fmnist, 100, 0.1, "ce"),
 }
 
 
