@@ -133,8 +133,8 @@ def _has_child(pid):
 def test_interrupted_run_leaves_nothing_behind(tmp_path, sig):
     before = _snapshot()
     env = {**os.environ, "NBDEMO_BUILD": str(tmp_path)}
-    # Ctrl-C as in a terminal: a shell starts background jobs (CI's, perhaps) with SIGINT ignored, and the child
-    # would inherit that.
+    # Ctrl-C as in a terminal. A shell starts a background job with SIGINT ignored, and a CI job may run the
+    # tests as one: the child would inherit that.
     p = subprocess.Popen(NBDEMO + ["run", "TFD-1", "-p", "steps", "100000"], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
