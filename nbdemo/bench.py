@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from . import resolve_device
 from .data import load
 from .ensemble import train_ensemble
 from .metrics.tfd import common_direction, feature_grads, weight_changes
@@ -206,7 +205,7 @@ def per_sample(device, layer=3, lr=0.1):
 
 
 def main(args):
-    device = resolve_device(args.device)
+    device = args.device
     r = args.repeats
     rows = []
     resident, dataloader = data_path(device)

@@ -3,12 +3,20 @@ import argparse
 import os
 import sys
 
-from . import runner
+from . import resolve_device, runner
 from .claims import CLAIMS
 
 
 def _overrides(pairs):
     return {name: value for name, value in pairs or []}
+
+
+def _device(name):
+    """bench's --device, checked before anything is timed."""
+    try:
+        return resolve_device(name)
+    except (ValueError, RuntimeError) as e:  # no CUDA here, or a name torch does not know
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def cmd_list(args):
@@ -76,7 +84,7 @@ def main(argv=None):
 
     p = sub.add_parser("bench", help="measure the speed-ups of the hot paths as side-by-side ratios")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", type=_device, default="auto", help="auto (cuda if there is one), cpu, cuda, ...")
     p.add_argument("--book", action="store_true", help="also run every notebook (default profile) and time it")
     p.set_defaults(func=cmd_bench)
 

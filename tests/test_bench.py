@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from nbdemo import bench
+from nbdemo import bench, cli
 from nbdemo.train import History
 
 
@@ -17,3 +17,9 @@ def test_every_bench_pair_runs():
 def test_a_diverged_bench_run_is_an_error():
     with pytest.raises(RuntimeError, match="diverged at step 3"):
         bench.finished(History(diverged_at=3))
+
+
+def test_an_unusable_device_is_refused_before_anything_is_timed(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--device", "gpu"])
+    assert "argument --device: Expected one of cpu" in capsys.readouterr().err
