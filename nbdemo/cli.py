@@ -91,7 +91,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         args.func(args)
-    except runner.ParameterError as e:
+    except (runner.ParameterError, runner.NotebookFailed) as e:
         sys.exit(f"nbdemo: {e}")
     except KeyboardInterrupt:
         sys.exit("nbdemo: interrupted; notebooks/ is untouched and no partial result was kept")

@@ -1,7 +1,8 @@
 """Run claim notebooks with papermill: parameters, profiles, validation, provenance and the results cache.
 
-A run writes `build/runs/<profile>/<CLAIM>.ipynb` (and `.json`, its verdict and provenance), through a
-temporary file renamed into place, so an interrupted run leaves nothing that looks complete.
+A run writes `build/runs/<profile>/<CLAIM>.ipynb`, with its verdict and provenance in the notebook's metadata,
+through a temporary file renamed into place, so an interrupted run leaves nothing that looks complete. A run that
+stops at an error keeps the notebook as executed up to that cell, as `<CLAIM>.failed.ipynb` beside it.
 `notebooks/` is only written by `run(..., commit=True)`, the default profile with no overrides.
 """
 import ast
@@ -11,6 +12,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -30,6 +32,10 @@ PROFILES = Path(__file__).parent / "profiles"
 
 class ParameterError(ValueError):
     """A parameter that the notebook does not have, of the wrong type, or with an impossible value."""
+
+
+class NotebookFailed(RuntimeError):
+    """A cell of the notebook raised an error (missing data, no CUDA device, ...)."""
 
 
 # ---------------------------------------------------------------- parameters and profiles
@@ -194,11 +200,13 @@ def _execute(notebook, out, parameters, cwd):
 
     In the main thread nbclient takes SIGINT and SIGTERM for its own kernel cleanup, which can leave the kernel
     training and the run waiting for good. Here they reach the main thread as KeyboardInterrupt: it kills the
-    kernel, lets the worker unwind and re-raises."""
+    kernel, lets the worker unwind and re-raises. The kernel talks over Unix sockets in a private folder, not
+    over open TCP ports."""
     import papermill
     from jupyter_client.manager import KernelManager
 
-    km, failed = KernelManager(kernel_name="python3"), []
+    sockets = tempfile.TemporaryDirectory(prefix="nbdemo-kernel-")
+    km, failed = KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets.name}/kernel"), []
 
     def work():
         try:
@@ -216,6 +224,7 @@ def _execute(notebook, out, parameters, cwd):
         if km.has_kernel:
             km.shutdown_kernel(now=True)
         worker.join(30)
+        sockets.cleanup()
     if failed:
         raise failed[0]
 
@@ -239,11 +248,13 @@ def output_path(claim, profile="default", overrides=None, dry_run=False):
 
 def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, log=print):
     """Execute one claim notebook; return (path of the executed notebook, its nbdemo metadata)."""
+    from papermill.exceptions import PapermillExecutionError
     claim = get(claim).id
     changed, full = resolve(claim, profile, overrides)
     if commit and (profile != "default" or changed or dry_run):
         raise ParameterError("--commit writes notebooks/ and takes the default profile only, with no -p overrides")
     out = get(claim).notebook if commit else output_path(claim, profile, changed, dry_run)
+    failed = output_path(claim, profile, changed, dry_run).with_suffix(".failed.ipynb")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.{os.getpid()}.running.ipynb")
     # OpenMP threads that sleep at barriers instead of spinning: on a small shared machine a spinning thread
@@ -254,7 +265,12 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.perf_counter()
     try:
         with _sigterm_as_interrupt():
-            _execute(str(get(claim).notebook), str(tmp), changed, str(get(claim).notebook.parent))
+            try:
+                _execute(str(get(claim).notebook), str(tmp), changed, str(get(claim).notebook.parent))
+            except PapermillExecutionError as e:  # papermill has saved the notebook up to the failing cell
+                _atomic_write(tmp.read_text(), failed)
+                raise NotebookFailed(f"{claim} stopped at cell In [{e.exec_count}] with {e.ename}: {e.evalue}\n"
+                                     f"the notebook as executed up to there: {_shown(failed)}") from e
             nb = nbformat.read(tmp, as_version=4)
             meta = {"claim": claim, "profile": profile, "overrides": changed, "parameters": full,
                     "dry_run": dry_run, "commit": git_commit(), "started": started,
@@ -262,6 +278,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
                     "provenance": glued(nb, PROVENANCE_KEY), "verdict": glued(nb, VERDICT_KEY)}
             nb.metadata["nbdemo"] = meta
             _atomic_write(nbformat.writes(nb), out)
+            failed.unlink(missing_ok=True)
     finally:
         tmp.unlink(missing_ok=True)
         if env_before is None:
@@ -269,8 +286,12 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
         else:
             os.environ["NBDEMO_DRY_RUN"] = env_before
     log(f"{claim} [{profile}{' dry run' if dry_run else ''}] {meta['wall_s']:.1f} s  "
-        f"verdict: {verdict_text(meta['verdict'])}  -> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+        f"verdict: {verdict_text(meta['verdict'])}  -> {_shown(out)}")
     return out, meta
+
+
+def _shown(path):
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def verdict_text(verdict):

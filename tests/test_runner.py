@@ -110,6 +110,17 @@ def test_cli_refuses_bad_parameters_before_running(tmp_path):
     assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
 
 
+def test_a_cell_that_raises_is_reported_in_two_lines_and_its_notebook_kept(tmp_path):
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path)}
+    r = subprocess.run(NBDEMO + ["run", "PCB-1", "-p", "n_per_class", "100000"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode != 0 and r.stderr.startswith("nbdemo: PCB-1 stopped at cell In [")  # no kernel chatter
+    assert "ValueError: n_per_class=100000: fashion-mnist class 0 has only 6000" in r.stderr
+    assert len(r.stderr.splitlines()) == 2 and "Traceback" not in r.stderr
+    kept = [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert [f.name for f in kept] == ["PCB-1.failed.ipynb"] and "has only 6000" in kept[0].read_text()
+
+
 def test_cli_output_piped_into_a_reader_that_stops_early_is_not_an_error():
     r = subprocess.run(" ".join(NBDEMO + ["list", "|", "head", "-1"]), shell=True, capture_output=True, text=True,
                        timeout=60)
