@@ -59,16 +59,19 @@ def train_ensemble(models, X, y, *, steps, lr, batch_size=None, momentum=0.0, we
         orders = batches(len(X), batch_size, steps, seed, X.device)
         forward = functional(model)
         step_loss = lambda idx: per_member_loss(forward(state, X[idx]), y[idx].expand(n, -1))
-    else:
-        orders = zip(*(batches(len(X), batch_size, steps, seed + i, X.device) for i in range(n)))
+    else:  # one (N, batch_size) index tensor a step: member i's batch from seed + i
+        orders = map(torch.stack, zip(*(batches(len(X), batch_size, steps, seed + i, X.device) for i in range(n))))
         forward = functional(model, per_member=True)
-        step_loss = lambda idx: per_member_loss(forward(state, X[torch.stack(idx)]), y[torch.stack(idx)])
+        step_loss = lambda idx: per_member_loss(forward(state, X[idx]), y[idx])
+
+    def detached():
+        return {k: v.detach() for k, v in state.items()}
 
     def on_record(s):
         with torch.no_grad():
-            return record({k: v.detach() for k, v in state.items()}, s)
+            return record(detached(), s)
 
     hist = fit(list(params.values()), step_loss, orders, steps=steps, lr=lr, momentum=momentum,
                weight_decay=weight_decay, lr_milestones=lr_milestones, record=record and on_record,
                record_at=record_at, progress=progress, shape=(n,))
-    return {k: v.detach() for k, v in state.items()}, hist
+    return detached(), hist

@@ -253,8 +253,8 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
     changed, full = resolve(claim, profile, overrides)
     if commit and (profile != "default" or changed or dry_run):
         raise ParameterError("--commit writes notebooks/ and takes the default profile only, with no -p overrides")
-    out = get(claim).notebook if commit else output_path(claim, profile, changed, dry_run)
-    failed = output_path(claim, profile, changed, dry_run).with_suffix(".failed.ipynb")
+    built = output_path(claim, profile, changed, dry_run)
+    out, failed = get(claim).notebook if commit else built, built.with_suffix(".failed.ipynb")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.{os.getpid()}.running.ipynb")
     # OpenMP threads that sleep at barriers instead of spinning: on a small shared machine a spinning thread
