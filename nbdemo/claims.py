@@ -99,39 +99,79 @@ def fmt(x):
     return f"{float(x):.3g}"
 
 
-class Verdict:
-    """The checks of one claim, stated before the results are seen.
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
+OUTCOMES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
+KINDS = ("requirement", "check", "note")
 
-    v = Verdict("TFD-1"); v.check(name, expected=..., measured=..., ok=...); v.report()
+
+def outcome(rows):
+    """A run's outcome from its rows: INCONCLUSIVE when a requirement fails, else REPRODUCED when every check holds
+    (and there is at least one), else NOT REPRODUCED. Notes are not scored."""
+    if any(not r["ok"] for r in rows if r["kind"] == "requirement"):
+        return INCONCLUSIVE
+    checks = [r["ok"] for r in rows if r["kind"] == "check"]
+    return REPRODUCED if checks and all(checks) else NOT_REPRODUCED
+
+
+def tally(rows, kind):
+    """"k/n": of the rows of one kind, how many passed."""
+    rows = [r for r in rows if r["kind"] == kind]
+    return f"{sum(bool(r['ok']) for r in rows)}/{len(rows)}"
+
+
+def describe(rows):
+    """"NOT REPRODUCED (requirements met 2/2, checks hold 3/4)"."""
+    return f"{outcome(rows)} (requirements met {tally(rows, 'requirement')}, checks hold {tally(rows, 'check')})"
+
+
+class Verdict:
+    """The rows of one claim's verdict, stated before the results are seen.
+
+    - `require`: the run reached the regime the claim is about (trained to fit, the first phase exists, the solver
+      converged, no divergence). A failed requirement makes the run INCONCLUSIVE: it says nothing of the claim.
+    - `check`: what the claim says, with the paper's statistic (and its value beside ours where the paper gives one).
+    - `note`: a value reported and not scored (a diagnostic, a sub-claim the paper does not make).
+
+    v = Verdict("TFD-1"); v.require_finite(hist); v.check(name, expected=..., measured=..., ok=...); v.report()
     """
 
     def __init__(self, claim_id):
         self.claim = get(claim_id).id
-        self.checks = []
+        self.rows = []
+
+    def _row(self, kind, name, expected, measured, ok):
+        self.rows.append({"kind": kind, "name": name, "expected": str(expected), "measured": fmt(measured),
+                          "ok": None if ok is None else bool(ok)})
+
+    def require(self, name, *, expected, measured, ok):
+        self._row("requirement", name, expected, measured, ok)
 
     def check(self, name, *, expected, measured, ok):
-        self.checks.append({"check": name, "expected": str(expected), "measured": fmt(measured), "ok": bool(ok)})
+        self._row("check", name, expected, measured, ok)
 
-    def check_finite(self, history, name="training stayed finite"):
-        """A FAIL naming the step where the loss became NaN or inf, if it did."""
+    def note(self, name, *, measured, expected=""):
+        self._row("note", name, expected, measured, None)
+
+    def require_finite(self, history, name="training stayed finite"):
+        """A failed requirement naming the step where the loss became NaN or inf, if it did."""
         at = history.diverged_at
-        self.check(name, expected="no NaN/inf loss", measured="finite" if at is None else f"diverged at step {at}",
-                   ok=at is None)
+        self.require(name, expected="no NaN/inf loss", measured="finite" if at is None else f"diverged at step {at}",
+                     ok=at is None)
 
     @property
-    def passed(self):
-        return bool(self.checks) and all(c["ok"] for c in self.checks)
+    def outcome(self):
+        return outcome(self.rows)
 
     def table(self):
-        rows = [("check", "expected", "measured", "")] + [
-            (c["check"], c["expected"], c["measured"], "PASS" if c["ok"] else "FAIL") for c in self.checks]
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        mark = {True: "PASS", False: "FAIL", None: "-"}
+        rows = [("kind", "row", "expected", "measured", "")] + [
+            (r["kind"], r["name"], r["expected"], r["measured"], mark[r["ok"]]) for r in self.rows]
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        n_ok = sum(c["ok"] for c in self.checks)
-        lines.append(f"{self.claim}: {'PASS' if self.passed else 'FAIL'} ({n_ok}/{len(self.checks)} checks)")
+        lines.append(f"{self.claim}: {describe(self.rows)}")
         return "\n".join(lines)
 
     def report(self):
         print(self.table())
-        _glue(VERDICT_KEY, {"claim": self.claim, "passed": self.passed, "checks": self.checks})
+        _glue(VERDICT_KEY, {"claim": self.claim, "outcome": self.outcome, "rows": self.rows})

@@ -1,14 +1,38 @@
 """The `nbdemo` command: list, run, sweep, book, bench."""
 import argparse
+import difflib
 import os
+import shutil
 import sys
 
-from . import resolve_device, runner
+from . import resolve_device, results, runner
 from .claims import CLAIMS
 
 
-def _overrides(pairs):
-    return {name: value for name, value in pairs or []}
+class Parser(argparse.ArgumentParser):
+    """Errors in one line, without the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"nbdemo: {message} (see `nbdemo {self.prog.split()[-1]} --help`)\n"
+                  if " " in self.prog else f"nbdemo: {message} (see `nbdemo --help`)\n")
+
+
+def claim_id(name):
+    """A claim argument: refused in one line, with the closest known claim, when it is not one."""
+    key = name.upper()
+    if key in CLAIMS:
+        return key
+    close = difflib.get_close_matches(key, CLAIMS, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise argparse.ArgumentTypeError(f"unknown claim {name!r}; {hint}the claims are {', '.join(CLAIMS)}")
+
+
+def known_profile(name):
+    """A profile argument of a command over all claims: it must exist for at least one claim."""
+    if name == "default" or any(name in runner.profiles(c) for c in CLAIMS):
+        return name
+    names = sorted({p for c in CLAIMS for p in runner.profiles(c)})
+    raise argparse.ArgumentTypeError(f"unknown profile {name!r}; the profiles are {', '.join(names)}")
 
 
 def _device(name):
@@ -19,26 +43,56 @@ def _device(name):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _overrides(pairs):
+    return {name: value for name, value in pairs or []}
+
+
 def cmd_list(args):
-    print(f"{'claim':8} {'title':48} {'verdict':12} {'runtime':>8}")
+    print(f"{'claim':8} {'title':44} {'over seeds':15} {'k of n':>7} {'seed-0 page':15} {'runtime':>8}")
     for c in CLAIMS.values():
-        if not c.notebook.exists():
-            print(f"{c.id:8} {c.title[:48]:48} {'no notebook':12}")
-            continue
-        found = runner.latest(c.id, args.profile)
-        verdict, wall = ("stale", "") if not found else (runner.verdict_text(found[1]["verdict"]),
-                                                         f"{found[1]['wall_s']:.1f} s")
-        print(f"{c.id:8} {c.title[:48]:48} {verdict:12} {wall:>8}")
+        s = results.summary(c.id, args.profile)
+        found = runner.latest(c.id, args.profile) if args.profile in runner.profiles(c.id) else None
+        page = found[1]["verdict"]["outcome"] if found and found[1]["verdict"] else "stale"
+        over = "no results" if not s else s["headline"] + (" (stale)" if s["stale"] else "")
+        k_of_n = f"{s['reproduced']} of {s['n']}" if s else ""
+        wall = f"{s['wall_s']:.1f} s" if s else ""
+        print(f"{c.id:8} {c.title[:44]:44} {over:15} {k_of_n:>7} {page:15} {wall:>8}")
+    print(results.RULE)
 
 
 def cmd_run(args):
+    overrides = _overrides(args.p)
     for claim in args.claims:
-        runner.run(claim, args.profile, _overrides(args.p), commit=args.commit, dry_run=args.dry_run)
+        path, _ = runner.run(claim, args.profile, overrides, commit=args.commit, dry_run=args.dry_run)
+        if args.keep:
+            if args.profile == "default" or args.dry_run:
+                raise runner.ParameterError("--keep stores the executed notebook of a non-default profile")
+            kept = results.RESULTS / runner.run_name(args.profile, overrides) / path.name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, kept)
+            print(f"kept for the book: {kept}")
 
 
 def cmd_sweep(args):
-    from .runner import sweep
-    sweep(args.claim, args.seeds, args.profile, _overrides(args.p))
+    from .sweep import parse_seeds, sweep
+    claims = list(CLAIMS) if args.all else args.claims
+    if not claims:
+        raise runner.ParameterError("name the claims to sweep, or give --all")
+    overrides = _overrides(args.p)
+    if "seed" in overrides:
+        raise runner.ParameterError("a sweep sets the seed itself: give the seeds with --seeds, not -p seed")
+    if args.stale:
+        stale = [(c, s) for c in claims for s, (_, fresh) in results.status(c, args.profile, overrides).items()
+                 if not fresh]
+        for c, s in stale:
+            print(f"{c} seed {s}: stale")
+        print(f"{len(stale)} stored runs are stale")
+        sys.exit(1 if stale else 0)
+    sweep(claims, parse_seeds(" ".join(args.seeds)), args.profile, overrides, scheduler=args.scheduler,
+          commit=args.commit, gpu=args.gpu)
+    for c in claims:
+        s = results.summary(c, args.profile, overrides)
+        print(f"{c:8} {s['headline']:15} {s['reproduced']} of {s['n']} seeds reproduce")
 
 
 def cmd_book(args):
@@ -52,33 +106,42 @@ def cmd_bench(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="nbdemo", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = Parser(prog="nbdemo", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
 
-    p = sub.add_parser("list", help="the claims, with the verdict and runtime of their last run")
-    p.add_argument("--profile", default="default")
+    p = sub.add_parser("list", help="the claims: outcome over seeds, the seed-0 page's outcome, runtime")
+    p.add_argument("--profile", type=known_profile, default="default")
     p.set_defaults(func=cmd_list)
 
     def params(p):
         p.add_argument("--profile", default="default", help="a named profile of nbdemo/profiles/<CLAIM>.yml")
         p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="override a parameter")
 
-    p = sub.add_parser("run", help="execute claim notebooks into build/ and print wall time and verdict")
-    p.add_argument("claims", nargs="+")
+    p = sub.add_parser("run", help="execute claim notebooks into build/ and print wall time and outcome")
+    p.add_argument("claims", nargs="+", type=claim_id)
     params(p)
     p.add_argument("--commit", action="store_true", help="default profile only: write the executed notebook "
                                                          "into notebooks/ (its committed outputs)")
+    p.add_argument("--keep", action="store_true", help="non-default profiles: also store the executed notebook "
+                                                       "in results/<profile>/, where the book shows it")
     p.add_argument("--dry-run", action="store_true", help="check the profile in shape: random data, two steps")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("sweep", help="run a claim over several seeds and count, per check, the seeds it holds in")
-    p.add_argument("claim")
-    p.add_argument("--seeds", nargs="+", type=int, required=True)
+    p = sub.add_parser("sweep", help="run claims x seeds on Dask; store each run in results/; rerun only what is "
+                                     "missing or stale")
+    p.add_argument("claims", nargs="*", type=claim_id)
+    p.add_argument("--all", action="store_true", help="every claim")
+    p.add_argument("--seeds", nargs="+", default=["0-4"], help="seeds as a list or ranges: 0-4, 0 1 2, 0,3,7")
     params(p)
+    p.add_argument("--scheduler", help="address of a running Dask scheduler (default: a LocalCluster here)")
+    p.add_argument("--commit", action="store_true", help="the default-profile run of each notebook's own seed "
+                                                         "writes notebooks/ (workers must share this checkout)")
+    p.add_argument("--gpu", action="store_true", help="each run asks its worker for the resource GPU=1")
+    p.add_argument("--stale", action="store_true", help="list the stored runs that are stale; run nothing")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("book", help="run what is stale, write the dashboard and build the HTML book")
-    p.add_argument("--profile", default="default")
+    p.add_argument("--profile", type=known_profile, default="default")
     p.add_argument("--strict", action="store_true", help="treat Sphinx warnings as errors")
     p.set_defaults(func=cmd_book)
 
@@ -92,7 +155,8 @@ def main(argv=None):
     try:
         args.func(args)
     except (runner.ParameterError, runner.NotebookFailed) as e:
-        sys.exit(f"nbdemo: {e}")
+        print(f"nbdemo: {e}", file=sys.stderr)
+        sys.exit(2 if isinstance(e, runner.ParameterError) else 1)
     except KeyboardInterrupt:
         sys.exit("nbdemo: interrupted; notebooks/ is untouched and no partial result was kept")
     except BrokenPipeError:  # `nbdemo list | head`: the reader stopped reading (as the Python docs advise)

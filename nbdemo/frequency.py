@@ -4,6 +4,7 @@ import math
 
 import torch
 
+from .data import dry_run
 from .metrics.learning_order import frequency_label
 from .metrics.pcb import w_opt
 
@@ -16,7 +17,9 @@ def frequency_data(n, *, seed=0, kappa=KAPPA, phi=PHI):
     """n points (z, w), z ~ U[-1, 1], w ~ U[-2π, 2π], labelled 1 above the boundary w = λ(z) of Eq. 11, else 0.
 
     Returns (Z (n, 2) float32 raw coordinates, y (n,) int64). The paper uses 10,000 train and 1,000 test points.
+    A dry run (`data.dry_run`) draws at most 320, as `data.load` does.
     """
+    n = min(n, 320) if dry_run() else n
     g = torch.Generator().manual_seed(seed)
     z = torch.rand(n, generator=g) * 2 - 1
     w = (torch.rand(n, generator=g) * 2 - 1) * 2 * math.pi

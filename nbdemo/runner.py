@@ -8,6 +8,7 @@ stops at an error keeps the notebook as executed up to that cell, as `<CLAIM>.fa
 import ast
 import hashlib
 import json
+import math
 import os
 import re
 import signal
@@ -22,7 +23,7 @@ import nbformat
 import yaml
 
 from . import __version__
-from .claims import PROVENANCE_KEY, ROOT, VERDICT_KEY, get
+from .claims import PROVENANCE_KEY, ROOT, VERDICT_KEY, describe, get
 from .data import DATASETS
 from .train import PRECISIONS
 
@@ -57,8 +58,15 @@ def defaults(claim):
 def profiles(claim):
     """Named profiles of overrides from nbdemo/profiles/<CLAIM>.yml; "default" is the parameters cell itself."""
     path = PROFILES / f"{get(claim).id}.yml"
-    named = yaml.safe_load(path.read_text()) if path.exists() else {}
-    return {"default": {}, **(named or {})}
+    try:
+        named = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
+    except yaml.YAMLError as e:
+        raise ParameterError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
+    bad = [k for k, v in named.items() if not isinstance(v, dict)] if isinstance(named, dict) else ["(the file)"]
+    if bad:
+        raise ParameterError(f"{path}: a profile is a mapping of parameter names to values; "
+                             f"{', '.join(map(str, bad))} is not")
+    return {"default": {}, **named}
 
 
 def _positive(v):
@@ -88,7 +96,10 @@ RULES = {  # parameter name -> (test, what is allowed)
 def _coerce(name, value, default):
     """Parse a command-line string as YAML and check it against the type of the default value."""
     if isinstance(value, str) and not isinstance(default, str):
-        value = yaml.safe_load(value)
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ParameterError(f"parameter {name!r}: cannot read {value!r} as a value") from None
     if isinstance(default, float) and isinstance(value, str):
         try:
             value = float(value)
@@ -102,7 +113,16 @@ def _coerce(name, value, default):
         value, ok = float(value), True
     if not ok:
         raise ParameterError(f"parameter {name!r} must be {want.__name__} (default {default!r}), got {value!r}")
+    if not _finite(value):
+        raise ParameterError(f"parameter {name!r} = {value!r} is impossible: a number must be finite")
     return value
+
+
+def _finite(value):
+    """No NaN or infinity anywhere in a value (numbers inside lists too)."""
+    if isinstance(value, (list, tuple)):
+        return all(map(_finite, value))
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def validate(claim, overrides):
@@ -138,20 +158,66 @@ def resolve(claim, profile="default", overrides=None):
 
 # ---------------------------------------------------------------- fingerprints and provenance
 
-OUTSIDE_NOTEBOOKS = {"runner.py", "book.py", "cli.py", "bench.py"}  # modules no notebook runs
+PACKAGE = Path(__file__).resolve().parent
+
+
+def _code(claim):
+    nb = nbformat.read(get(claim).notebook, as_version=4)
+    return [cell.source for cell in nb.cells if cell.cell_type == "code"]
+
+
+def _imported(source, package):
+    """Dotted names a piece of code imports, anywhere in it (lazy imports inside functions too); relative imports
+    are resolved against `package`, the package the code belongs to."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a cell with IPython magics: read its plain Python lines
+        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1])
+                base = f"{parent}.{base}" if base else parent
+            yield base
+            yield from (f"{base}.{a.name}" for a in node.names)  # `from nbdemo import data` names a module
+
+
+def _source_file(module):
+    """The file of an nbdemo module (its .py, or its package's __init__.py), or None for anything else."""
+    parts = module.split(".")
+    if parts[0] != "nbdemo":
+        return None
+    path = PACKAGE.joinpath(*parts[1:])
+    return next((f for f in (path.with_suffix(".py"), path / "__init__.py") if f.is_file()), None)
+
+
+def dependencies(claim):
+    """The package's source files that a claim's notebook runs: what its code cells import, transitively, with the
+    __init__.py of every package on the way. Editing any other module leaves the claim's results fresh."""
+    todo, seen = [name for source in _code(claim) for name in _imported(source, "")], set()
+    while todo:
+        parts = todo.pop().split(".")
+        for i in range(1, len(parts) + 1):
+            module = ".".join(parts[:i])
+            path = _source_file(module)
+            if path and path not in seen:
+                seen.add(path)
+                package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+                todo += _imported(path.read_text(), package)
+    return sorted(seen)
 
 
 def fingerprint(claim, params):
-    """Hash of what a run's outputs depend on: the notebook's code cells, the package's code and the parameters.
-    (Prose can be edited without making the results stale.)"""
+    """Hash of what a run's outputs depend on: the notebook's code cells, the package modules they import
+    (transitively, see `dependencies`) and the parameters. Prose can be edited without making results stale."""
     h = hashlib.sha256()
-    nb = nbformat.read(get(claim).notebook, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            h.update(cell.source.encode())
-    for path in sorted(Path(__file__).parent.rglob("*.py")):
-        if path.name not in OUTSIDE_NOTEBOOKS:
-            h.update(path.read_bytes())
+    for source in _code(claim):
+        h.update(source.encode())
+    for path in dependencies(claim):
+        h.update(str(path.relative_to(PACKAGE)).encode() + path.read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -185,7 +251,12 @@ def summary(nb):
 
 @contextmanager
 def _sigterm_as_interrupt():
-    """SIGTERM unwinds like Ctrl-C, so temporary files are removed and the kernel is shut down."""
+    """SIGTERM unwinds like Ctrl-C, so temporary files are removed and the kernel is shut down. Only the main
+    thread can install a handler: in a Dask worker, which runs tasks in threads, the worker handles its signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
     def raise_interrupt(*_):
         raise KeyboardInterrupt
     old = signal.signal(signal.SIGTERM, raise_interrupt)
@@ -229,7 +300,7 @@ def _execute(notebook, out, parameters, cwd):
         raise failed[0]
 
 
-def _atomic_write(text, path):
+def atomic_write(text, path):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -239,11 +310,16 @@ def _atomic_write(text, path):
         tmp.unlink(missing_ok=True)
 
 
-def output_path(claim, profile="default", overrides=None, dry_run=False):
+def run_name(profile="default", overrides=None, dry_run=False):
+    """The folder name of a profile with overrides: `default`, `paper`, `default-seed=3-steps=100`, `dry-run`."""
     name = "dry-run" if dry_run else profile
     if overrides:
         name += "-" + "-".join(f"{k}={v}" for k, v in sorted(overrides.items())).replace("/", "_").replace(" ", "")
-    return BUILD / "runs" / name / f"{get(claim).id}.ipynb"
+    return name
+
+
+def output_path(claim, profile="default", overrides=None, dry_run=False):
+    return BUILD / "runs" / run_name(profile, overrides, dry_run) / f"{get(claim).id}.ipynb"
 
 
 def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, log=print):
@@ -268,7 +344,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
             try:
                 _execute(str(get(claim).notebook), str(tmp), changed, str(get(claim).notebook.parent))
             except PapermillExecutionError as e:  # papermill has saved the notebook up to the failing cell
-                _atomic_write(tmp.read_text(), failed)
+                atomic_write(tmp.read_text(), failed)
                 raise NotebookFailed(f"{claim} stopped at cell In [{e.exec_count}] with {e.ename}: {e.evalue}\n"
                                      f"the notebook as executed up to there: {_shown(failed)}") from e
             nb = nbformat.read(tmp, as_version=4)
@@ -277,7 +353,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
                     "wall_s": round(time.perf_counter() - t0, 1), "fingerprint": fingerprint(claim, full),
                     "provenance": glued(nb, PROVENANCE_KEY), "verdict": glued(nb, VERDICT_KEY)}
             nb.metadata["nbdemo"] = meta
-            _atomic_write(nbformat.writes(nb), out)
+            atomic_write(nbformat.writes(nb), out)
             failed.unlink(missing_ok=True)
     finally:
         tmp.unlink(missing_ok=True)
@@ -295,10 +371,7 @@ def _shown(path):
 
 
 def verdict_text(verdict):
-    if not verdict:
-        return "no verdict recorded"
-    n_ok = sum(c["ok"] for c in verdict["checks"])
-    return f"{'PASS' if verdict['passed'] else 'FAIL'} ({n_ok}/{len(verdict['checks'])})"
+    return describe(verdict["rows"]) if verdict else "no verdict recorded"
 
 
 def latest(claim, profile="default"):
@@ -314,21 +387,3 @@ def latest(claim, profile="default"):
         if meta and meta.get("fingerprint") == want and meta.get("profile") == profile:
             return path, meta
     return None
-
-
-def sweep(claim, seeds, profile="default", overrides=None):
-    """Run a claim once per seed; print and save, per check, in how many seeds it passed."""
-    verdicts = [run(claim, profile, {**(overrides or {}), "seed": s})[1]["verdict"] for s in seeds]
-    names = [c["check"] for c in verdicts[0]["checks"]]
-    counts = {n: sum(c["ok"] for v in verdicts for c in v["checks"] if c["check"] == n) for n in names}
-    result = {"claim": get(claim).id, "profile": profile, "overrides": overrides or {}, "seeds": seeds,
-              "checks": counts, "holds": sum(v["passed"] for v in verdicts)}
-    for name, k in counts.items():
-        print(f"  {k}/{len(seeds)} seeds  {name}")
-    print(f"{result['claim']}: the whole claim holds in {result['holds']} of {len(seeds)} seeds")
-    _atomic_write(json.dumps(result, indent=1), sweep_path(claim, profile))
-    return result
-
-
-def sweep_path(claim, profile):
-    return BUILD / "sweeps" / profile / f"{get(claim).id}.json"

@@ -6,7 +6,6 @@ each) is the job of `nbdemo book`, not of a test, so the test hands `book.build`
 is executed; committed notebooks without that metadata are left out of the book, and show as "not reproduced yet".
 Sources and HTML go to a temporary folder (runner.BUILD is patched), so `make book` and book/_build are untouched.
 """
-import json
 import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -17,13 +16,17 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.wait import WebDriverWait
 
-from nbdemo import book, runner
-from nbdemo.claims import CLAIMS
+from nbdemo import book, results, runner
+from nbdemo.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, PAPERS, REPRODUCED
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SWEEP_SEEDS, SWEEP_HOLDS = [0, 1, 2], 2
+R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
+# synthetic sweeps of the first committed claims: outcomes per seed -> (headline, reproduced, stale seeds)
+SWEEPS = [([R, R, R, N, R], (R, 4, [])), ([R, N, N, I, R], (results.MIXED, 2, [])), ([N] * 5, (N, 0, [4]))]
+COLOURS = {R: "rgb(26, 127, 55)", N: "rgb(207, 34, 46)", results.MIXED: "rgb(191, 135, 0)", I: "rgb(110, 119, 129)"}
+OTHER = ("TFD-1", "paper", "NVIDIA H100 80GB HBM3")  # an executed paper-profile notebook committed into results/
 
 
 def committed():
@@ -37,19 +40,27 @@ def committed():
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """Build the book strictly (-W -n --keep-going); a sweep result is written for one claim, for the seeds column."""
+def built(tmp_path_factory, fake_meta):
+    """Build the book strictly (-W -n --keep-going) from the committed notebooks, with synthetic sweep results for
+    three claims (one of them with a stale seed) and one paper-profile notebook in a temporary results store."""
     done = committed()
     assert done, "no committed notebook carries metadata.nbdemo; run `nbdemo run <claim> --commit`"
     tmp = tmp_path_factory.mktemp("book")
-    swept = next(iter(done))
+    swept = dict(zip(done, SWEEPS))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "BUILD", tmp)
-        path = runner.sweep_path(swept, "default")
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"claim": swept, "seeds": SWEEP_SEEDS, "holds": SWEEP_HOLDS}))
+        mp.setattr(results, "RESULTS", tmp / "results")
+        for claim, (outcomes, (_, _, stale)) in swept.items():
+            for seed, outcome in enumerate(outcomes):
+                results.store(fake_meta(claim, seed, outcome, fresh=seed not in stale))
+        claim, profile, gpu = OTHER
+        nb = nbformat.read(done[claim][0], as_version=4)
+        nb.metadata["nbdemo"] = {**nb.metadata["nbdemo"], "profile": profile,
+                                 "provenance": {**nb.metadata["nbdemo"]["provenance"], "device": "cuda", "gpu": gpu}}
+        (tmp / "results" / profile).mkdir(parents=True)
+        nbformat.write(nb, tmp / "results" / profile / f"{claim}.ipynb")
         index = book.build(strict=True, done=done, out=tmp / "out")
-    return index, done, swept
+    return index, done, {c: expected for c, (_, expected) in swept.items()}
 
 
 @pytest.fixture(scope="module")
@@ -128,22 +139,75 @@ def test_every_image_loaded_and_every_figure_shown(built, pages):
         assert len(pages[html / "claims" / f"{claim}.html"][2]) >= figures, claim
 
 
-def test_dashboard_lists_every_claim_with_its_verdict(built, browser):
+def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
     index, done, swept = built
     visit(browser, index.as_uri())
     rows = browser.execute_script("""
         return [...document.querySelectorAll('table tbody tr')].map(tr =>
-            [[...tr.cells].map(td => td.innerText.trim()), tr.cells[0].querySelector('a')?.href ?? null]);""")
-    by_claim = {cells[0]: (cells, href) for cells, href in rows}
+            [[...tr.cells].map(td => td.innerText.trim()), tr.cells[0].querySelector('a')?.href ?? null,
+             [...tr.querySelectorAll('.outcome')].map(e => getComputedStyle(e).backgroundColor)]);""")
+    by_claim = {cells[0]: (cells, href, colours) for cells, href, colours in rows}
     assert list(by_claim) == list(CLAIMS)
-    for claim, (cells, href) in by_claim.items():
+    for claim, (cells, href, colours) in by_claim.items():
         if claim in done:
-            meta = done[claim][1]
-            assert cells[3] == runner.verdict_text(meta["verdict"]), claim
+            page = done[claim][1]["verdict"]["outcome"]
+            assert cells[5] == page and colours[-1] == COLOURS[page], claim
             assert href and local_path(href) == index.parent / "claims" / f"{claim}.html", claim
         else:
-            assert cells[3] == "not reproduced yet" and href is None, claim
-    assert by_claim[swept][0][6] == f"holds in {SWEEP_HOLDS} of {len(SWEEP_SEEDS)} seeds"
+            assert cells[5] == "not reproduced yet" and href is None, claim
+        if claim in swept:
+            headline, k, stale = swept[claim]
+            assert cells[3] == headline + (" (stale)" if stale else "") and colours[0] == COLOURS[headline], claim
+            assert cells[4] == f"{k} of 5 seeds", claim
+        else:
+            assert cells[3] == "no sweep yet" and cells[4] == "", claim
+    text = browser.find_element("tag name", "main").text
+    assert "is REPRODUCED when at least 80% of the seeds reproduce (4 of 5)" in text  # results.RULE
+    for prefix in PAPERS:
+        assert f"{prefix} ({sum(c.startswith(prefix + '-') for c in CLAIMS)} claims)" in text
+
+
+def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
+    index, done, swept = built
+    for claim, (headline, k, stale) in swept.items():
+        visit(browser, (index.parent / "claims" / f"{claim}.html").as_uri())
+        box = browser.find_element("css selector", ".admonition.seeds")
+        assert f"Over 5 seeds: {headline}" in box.text and f"({k} of 5 reproduce)" in box.text, claim
+        per_seed = box.find_elements("css selector", "table")[0].find_elements("css selector", "tbody tr")
+        assert [r.text.split()[0] for r in per_seed] == ["0", "1", "2", "3", "4"], claim
+        per_row = {cells[1]: cells[2] for cells in ([td.text for td in r.find_elements("css selector", "td")] for r in
+                   box.find_elements("css selector", "table")[1].find_elements("css selector", "tbody tr"))}
+        assert per_row["fit"] == f"{5 - SWEEPS[list(swept).index(claim)][0].count(I)} of 5", claim
+        assert ("Stale seeds" in box.text) == bool(stale), claim
+    others = [c for c in done if c not in swept]
+    if others:
+        visit(browser, (index.parent / "claims" / f"{others[0]}.html").as_uri())
+        assert "No sweep over seeds is stored" in browser.find_element("css selector", ".admonition.seeds").text
+
+
+def test_results_of_other_profiles_are_shown_beside_the_default(built, browser):
+    index, done, _ = built
+    claim, profile, gpu = OTHER
+    if claim not in done:
+        pytest.skip(f"{claim} has no committed notebook")
+    visit(browser, (index.parent / "claims" / f"{claim}.html").as_uri())
+    box = browser.find_element("css selector", ".admonition.seeds")
+    link = box.find_element("link text", profile)
+    assert gpu in box.text and local_path(link.get_attribute("href")).name == f"{claim}-{profile}.html"
+    visit(browser, link.get_attribute("href"))
+    assert gpu in next(e.text for e in browser.find_elements("css selector", ".admonition") if "Provenance" in e.text)
+
+
+def test_findings_page_gathers_the_tagged_cells_and_the_claims_that_did_not_reproduce(built, browser):
+    index, done, swept = built
+    visit(browser, (index.parent / "findings.html").as_uri())
+    text = browser.find_element("tag name", "main").text
+    tagged = [c for c, (path, _) in done.items() if any("finding" in cell.metadata.get("tags", [])
+                                                       for cell in nbformat.read(path, as_version=4).cells)]
+    for claim in tagged:
+        assert f"{claim}: {CLAIMS[claim].title}" in text, claim
+    for claim, (headline, k, _) in swept.items():
+        assert (f"{claim} {CLAIMS[claim].title}: {headline}, {k} of 5 seeds reproduce" in text) == (headline != R)
 
 
 def test_claim_pages_state_their_provenance(built, browser):

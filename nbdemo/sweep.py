@@ -1,0 +1,106 @@
+"""`nbdemo sweep`: claims × seeds as tasks on Dask, each run stored as soon as it finishes.
+
+Each task is one notebook run (`runner.run`) in a worker process; it returns the run's metadata, and this process,
+the only writer of the results store, adds it to `results/` at once (`results.store`). A sweep that is stopped, or
+whose worker dies, so loses only the runs in flight: Dask hands a dead worker's task to another worker, and a rerun
+of the same sweep runs only the seeds that are missing or stale.
+
+By default the tasks run on a `LocalCluster` with one single-threaded worker process per core; `scheduler` connects
+to a running scheduler instead (`dask scheduler` and `dask worker`, or dask-jobqueue on SLURM: see the README).
+"""
+import os
+import re
+import time
+
+from . import results, runner
+from .claims import get
+
+
+def parse_seeds(text):
+    """"0-4", "0 1 2", "0,3,7" or "0-2,9" -> a sorted list of distinct seeds >= 0."""
+    seeds = set()
+    for part in filter(None, re.split(r"[\s,]+", str(text).strip())):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m or (m[2] is not None and int(m[2]) < int(m[1])):
+            raise runner.ParameterError(f"seeds {text!r}: give seeds >= 0 as a list or ranges, e.g. 0-4 or 0,3,7")
+        seeds.update(range(int(m[1]), int(m[2] or m[1]) + 1))
+    if not seeds:
+        raise runner.ParameterError("seeds: give at least one seed, e.g. 0-4")
+    return sorted(seeds)
+
+
+def _is_page(claim, seed, profile, overrides):
+    """Whether this run is the committed notebook's: the default profile with no override but its own seed."""
+    return profile == "default" and not overrides and seed == runner.defaults(claim)["seed"]
+
+
+def plan(claims, seeds, profile="default", overrides=None, commit=False):
+    """The (claim, seed) runs that are missing or stale in the store (and, with `commit`, the seed-0 runs whose
+    committed notebook is stale). Parameters are checked here, before anything runs."""
+    todo = []
+    for claim in claims:
+        stored = results.status(claim, profile, overrides)
+        for seed in seeds:
+            runner.resolve(claim, profile, {**(overrides or {}), "seed": seed})
+            fresh = seed in stored and stored[seed][1]
+            page_stale = commit and _is_page(claim, seed, profile, overrides) and runner.latest(claim) is None
+            if not fresh or page_stale:
+                todo.append((claim, seed))
+    return todo
+
+
+def task(claim, seed, profile, overrides, commit):
+    """One notebook run on a worker; returns its metadata (the verdict, provenance, wall time)."""
+    if commit and _is_page(claim, seed, profile, overrides):
+        return runner.run(claim, commit=True, log=lambda *_: None)[1]
+    return runner.run(claim, profile, {**overrides, "seed": seed}, log=lambda *_: None)[1]
+
+
+def _cluster(scheduler):
+    from distributed import LocalCluster
+    if scheduler:
+        return None
+    return LocalCluster(n_workers=os.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None)
+
+
+def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, commit=False, gpu=False, log=print):
+    """Run what is missing or stale of claims × seeds on Dask; store each run as it finishes.
+
+    Returns the list of runs started, as (claim, seed). gpu: each task asks its worker for the resource GPU=1
+    (workers started with `--resources GPU=1`)."""
+    from distributed import Client, as_completed
+    claims, overrides = [get(c).id for c in claims], overrides or {}
+    todo = plan(claims, seeds, profile, overrides, commit)
+    if not todo:
+        log(f"nothing to run: {len(claims)} claims x {len(seeds)} seeds are stored and fresh in "
+            f"{results.path(claims[0], profile, overrides).parent}")
+        return []
+    cluster = _cluster(scheduler)
+    with Client(scheduler or cluster) as client:
+        workers = client.scheduler_info()["workers"].values()
+        log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all "
+            f"({'scheduler ' + scheduler if scheduler else 'LocalCluster'})")
+        futures = {client.submit(task, claim, seed, profile, overrides, commit, pure=False,
+                                 key=f"{claim}-seed{seed}-{os.urandom(4).hex()}",
+                                 resources={"GPU": 1} if gpu else None): (claim, seed) for claim, seed in todo}
+        t0, done, failed = time.perf_counter(), 0, []
+        for future in as_completed(futures):
+            claim, seed = futures[future]
+            done += 1
+            try:
+                meta = future.result()
+            except Exception as e:  # the notebook raised, or its workers kept dying: report, store nothing
+                failed.append((claim, seed))
+                what = f"FAILED: {' '.join(str(e).split())[:300]}"
+            else:
+                results.store(meta, profile, overrides)
+                what = f"{meta['verdict']['outcome'] if meta['verdict'] else 'no verdict'} in {meta['wall_s']:.1f} s"
+            left = (time.perf_counter() - t0) / done * (len(todo) - done)
+            log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim} seed {seed}: {what} | {len(failed)} failed | "
+                f"about {left / 60:.0f} min left")
+    if cluster is not None:
+        cluster.close()
+    if failed:
+        raise runner.NotebookFailed(f"{len(failed)} of {len(todo)} runs failed: "
+                                    + ", ".join(f"{c} seed {s}" for c, s in failed) + "; the others are stored")
+    return todo

@@ -1,0 +1,63 @@
+"""The results store, the headline rule over seeds, and fingerprints fine-grained enough to stale only what changed."""
+import json
+import shutil
+
+import pytest
+
+from nbdemo import results, runner
+from nbdemo.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+
+R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
+
+
+@pytest.mark.parametrize("outcomes, headline", [
+    ([R] * 5, R), ([R] * 4 + [N], R), ([R] * 4 + [I], R), ([R] * 3 + [N] * 2, results.MIXED),
+    ([N] * 4 + [R], N), ([N] * 5, N), ([I] * 3 + [R] * 2, I), ([I] * 2 + [R] * 2 + [N], results.MIXED),
+    ([R] * 8 + [N] * 2, R), ([R] * 7 + [N] * 3, results.MIXED), ([R] * 4, results.TOO_FEW),
+])
+def test_headline_over_seeds(outcomes, headline):
+    assert results.headline(outcomes) == headline
+
+
+def test_store_keeps_one_record_per_seed_and_summarises(tmp_path, monkeypatch, fake_meta):
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    for seed, outcome in [(0, R), (1, R), (2, N), (1, R), (3, I), (4, R)]:  # seed 1 stored twice: replaced
+        results.store(fake_meta("MLI-7", seed, outcome))
+    body = json.loads(results.path("MLI-7").read_text())
+    assert list(body["runs"]) == ["0", "1", "2", "3", "4"] and not list(tmp_path.rglob("*.tmp"))
+    s = results.summary("MLI-7")
+    assert (s["headline"], s["n"], s["reproduced"], s["stale"]) == (results.MIXED, 5, 3, [])
+    assert s["rows"] == {("requirement", "fit"): [4, 5], ("check", "claim"): [3, 5]}
+    results.store(fake_meta("MLI-7", 2, NOT_REPRODUCED, fresh=False))
+    assert results.summary("MLI-7")["stale"] == [2]
+
+
+def test_editing_one_papers_metrics_stales_only_its_claims(tmp_path, monkeypatch):
+    package = tmp_path / "nbdemo"
+    shutil.copytree(runner.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(runner, "PACKAGE", package)
+    before = {c: runner.fingerprint(c, runner.defaults(c)) for c in CLAIMS}
+    with open(package / "metrics" / "pcb.py", "a") as f:
+        f.write("\n# an edit\n")
+    after = {c: runner.fingerprint(c, runner.defaults(c)) for c in CLAIMS}
+    changed = {c for c in CLAIMS if before[c] != after[c]}
+    assert changed and all(c.startswith("PCB-") for c in changed)
+    assert not {"TFD-1", "PFC-1", "MLI-1"} & changed and "PCB-1" in changed
+    assert runner.fingerprint("PCB-1", {**runner.defaults("PCB-1"), "seed": 1}) != after["PCB-1"]
+
+
+def test_modules_no_notebook_runs_are_in_no_fingerprint():
+    outside = {runner.PACKAGE / f for f in ("runner.py", "book.py", "cli.py", "sweep.py", "results.py", "bench.py")}
+    for claim in CLAIMS:
+        deps = set(runner.dependencies(claim))
+        assert runner.PACKAGE / "claims.py" in deps and not deps & outside, claim
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+def test_committed_sweep_covers_the_claim_and_is_fresh(claim):
+    """Every claim has at least 5 seeds stored for the default profile, and none of them is stale: a change of the
+    notebook's code, of a module it imports, or of its parameters needs `nbdemo sweep --all` again."""
+    status = results.status(claim)
+    assert len(status) >= results.MIN_SEEDS, f"{claim}: {len(status)} seeds stored; run `nbdemo sweep {claim}`"
+    stale = sorted(s for s, (_, fresh) in status.items() if not fresh)
+    assert not stale, f"{claim}: seeds {stale} are stale; run `nbdemo sweep {claim} --seeds 0-4`"

@@ -1,0 +1,87 @@
+"""Sweeps on a real Dask scheduler with two worker processes on localhost: every run stored once and whole, a killed
+worker costing only its run in flight, and a complete sweep starting no run.
+
+The runs are MLI-7 (the r-homogeneous model, a few seconds each) with fewer steps than the default profile."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from nbdemo import results, sweep
+from nbdemo.claims import OUTCOMES
+
+DASK = str(Path(sys.executable).with_name("dask"))
+CLAIM, SMALL = "MLI-7", {"steps": 200}
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """A `dask scheduler` and two single-threaded `dask worker` processes (no nanny: a killed worker stays dead)."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "OMP_WAIT_POLICY": "PASSIVE"}
+    file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(file)], env=env, stderr=subprocess.DEVNULL)]
+    deadline = time.time() + 60
+    while not file.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    address = json.loads(file.read_text())["address"]
+    workers = [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                                 "--host", "127.0.0.1"], env=env, stderr=subprocess.DEVNULL) for _ in range(2)]
+    procs += workers
+    try:
+        yield address, workers
+    finally:
+        for p in procs:
+            for child in psutil.Process(p.pid).children(recursive=True) if p.poll() is None else []:
+                child.kill()
+            p.kill()
+            p.wait()
+
+
+def _stored():
+    return json.loads(results.path(CLAIM, overrides=SMALL).read_text())["runs"]
+
+
+def test_a_sweep_stores_every_run_and_a_rerun_starts_none(cluster):
+    address, _ = cluster
+    started = sweep.sweep([CLAIM], [0, 1, 2], overrides=SMALL, scheduler=address, log=lambda *_: None)
+    assert sorted(started) == [(CLAIM, s) for s in (0, 1, 2)]
+    runs = _stored()
+    assert sorted(runs) == ["0", "1", "2"] and {r["outcome"] for r in runs.values()} <= set(OUTCOMES)
+    assert all(fresh for _, fresh in results.status(CLAIM, overrides=SMALL).values())
+    before = results.path(CLAIM, overrides=SMALL).read_bytes()
+    assert sweep.sweep([CLAIM], [0, 1, 2], overrides=SMALL, scheduler=address, log=lambda *_: None) == []
+    assert results.path(CLAIM, overrides=SMALL).read_bytes() == before
+    # one more seed runs only that seed
+    assert sweep.sweep([CLAIM], [0, 1, 2, 3], overrides=SMALL, scheduler=address, log=lambda *_: None) == [(CLAIM, 3)]
+
+
+def test_a_worker_killed_mid_sweep_loses_only_its_run_in_flight(cluster):
+    address, workers = cluster
+    seeds, log = [0, 1, 2, 3], []
+    job = threading.Thread(target=lambda: log.append(
+        sweep.sweep([CLAIM], seeds, overrides=SMALL, scheduler=address, log=lambda *_: None)))
+    job.start()
+    deadline, victim = time.time() + 120, None
+    while victim is None and time.time() < deadline:  # a worker whose notebook kernel is running
+        victim = next((w for w in workers if psutil.Process(w.pid).children()), None)
+        time.sleep(0.2)
+    assert victim is not None, "no worker started a run"
+    time.sleep(2)
+    for child in psutil.Process(victim.pid).children(recursive=True):
+        child.kill()
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    job.join(300)
+    assert not job.is_alive() and log and sorted(log[0]) == [(CLAIM, s) for s in seeds]
+    runs = _stored()  # whole JSON, every seed once, no temporary file left behind
+    assert sorted(runs) == [str(s) for s in seeds] and all(runs[str(s)]["seed"] == s for s in seeds)
+    assert not [p for p in results.RESULTS.rglob("*") if p.name.startswith(".")]
