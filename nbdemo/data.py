@@ -150,10 +150,13 @@ def _fashion_mnist_from_system(root):
         gz = src / f"{f}.gz"
         if not gz.exists() or (raw / f).exists():
             continue
-        tmp = raw / f"{f}.partial"
-        with gzip.open(gz) as fin, open(tmp, "wb") as fout:
-            shutil.copyfileobj(fin, fout)
-        tmp.replace(raw / f)
+        tmp = raw / f".{f}.{os.getpid()}.partial"  # one per process: sweep workers may decompress at once
+        try:
+            with gzip.open(gz) as fin, open(tmp, "wb") as fout:
+                shutil.copyfileobj(fin, fout)
+            tmp.replace(raw / f)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def _missing_message(name, root, error):

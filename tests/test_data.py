@@ -1,5 +1,6 @@
 """The loaders, on small IDX files the tests write themselves."""
 import gzip
+import multiprocessing
 import struct
 
 import numpy as np
@@ -46,6 +47,25 @@ def test_fashion_mnist_from_the_system_copy(tiny_fashion, tmp_path):
     assert abs(X.mean().item()) < 1e-5 and abs(X.std().item() - 1) < 1e-4
     images, _ = data.load("fashion-mnist", flatten=False)
     assert images.shape == (30, 1, 28, 28)
+
+
+def _decompress_together(barrier, root):
+    barrier.wait()
+    data._fashion_mnist_from_system(root)
+
+
+def test_processes_decompressing_at_once_each_leave_whole_files(tiny_fashion, tmp_path):
+    """Two sweep workers load Fashion-MNIST at the same time: neither may trip on the other's temporary file.
+    (A file of 6,000 images takes long enough to decompress that the writes overlap.)"""
+    write_idx(tmp_path / "system" / "train-images-idx3-ubyte.gz", np.random.default_rng(1).integers(0, 256, (6000, 28, 28)))
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(4) as pool:
+        barrier = manager.Barrier(4)
+        pool.starmap(_decompress_together, [(barrier, tmp_path / "cache")] * 4, chunksize=1)
+    raw = tmp_path / "cache" / "FashionMNIST" / "raw"
+    assert sorted(p.name for p in raw.iterdir()) == sorted(data.FASHION_MNIST_FILES)
+    assert (raw / "train-images-idx3-ubyte").read_bytes() == gzip.open(
+        tmp_path / "system" / "train-images-idx3-ubyte.gz").read()
 
 
 def test_classes_are_relabelled_in_order_and_balanced(tiny_fashion):
