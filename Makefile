@@ -32,8 +32,8 @@ book: setup
 	$(BIN)/nbdemo book --strict
 
 test: setup
-	$(BIN)/pytest tests
-	$(BIN)/pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks/
+	$(BIN)/pytest tests --durations=15
+	$(BIN)/pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=10 notebooks/
 
 clean:
 	rm -rf build book/_build

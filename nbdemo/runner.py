@@ -266,18 +266,54 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
-def _execute(notebook, out, parameters, cwd):
-    """papermill in a worker thread, on a kernel this thread starts and stops.
+def _kernel_manager():
+    """A kernel manager that talks over Unix sockets in a private folder, not over open TCP ports; returns it and
+    the folder (a TemporaryDirectory to clean up)."""
+    from jupyter_client.manager import KernelManager
+    sockets = tempfile.TemporaryDirectory(prefix="nbdemo-kernel-")
+    return KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets.name}/kernel"), sockets
+
+
+@contextmanager
+def shared_kernel(dry_run=False):
+    """One kernel for many runs, e.g. the dry runs of every paper profile: torch and nbdemo are imported once, and
+    each notebook starts from an empty namespace (`%reset -f`). Runs on it share its dry-run setting."""
+    km, sockets = _kernel_manager()
+    km.start_kernel(env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+                         "NBDEMO_DRY_RUN": "1" if dry_run else "0"})
+    km.nbdemo_dry_run = dry_run
+    try:
+        yield km
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+        sockets.cleanup()
+
+
+def _reset(km):
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        kc.execute_interactive("%reset -f", timeout=60)
+    finally:
+        kc.stop_channels()
+
+
+def _execute(notebook, out, parameters, cwd, km=None):
+    """papermill in a worker thread, on a kernel this thread starts and stops (or on `km`, a shared kernel, which
+    it resets first and leaves running).
 
     In the main thread nbclient takes SIGINT and SIGTERM for its own kernel cleanup, which can leave the kernel
     training and the run waiting for good. Here they reach the main thread as KeyboardInterrupt: it kills the
-    kernel, lets the worker unwind and re-raises. The kernel talks over Unix sockets in a private folder, not
-    over open TCP ports."""
+    kernel, lets the worker unwind and re-raises."""
     import papermill
-    from jupyter_client.manager import KernelManager
 
-    sockets = tempfile.TemporaryDirectory(prefix="nbdemo-kernel-")
-    km, failed = KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets.name}/kernel"), []
+    own, failed = km is None, []
+    if own:
+        km, sockets = _kernel_manager()
+    else:
+        _reset(km)
 
     def work():
         try:
@@ -288,14 +324,17 @@ def _execute(notebook, out, parameters, cwd):
 
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
+    interrupted = True
     try:
         while worker.is_alive():
             worker.join(0.2)
+        interrupted = False
     finally:
-        if km.has_kernel:
+        if (own or interrupted) and km.has_kernel:
             km.shutdown_kernel(now=True)
         worker.join(30)
-        sockets.cleanup()
+        if own:
+            sockets.cleanup()
     if failed:
         raise failed[0]
 
@@ -322,13 +361,17 @@ def output_path(claim, profile="default", overrides=None, dry_run=False):
     return BUILD / "runs" / run_name(profile, overrides, dry_run) / f"{get(claim).id}.ipynb"
 
 
-def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, log=print):
-    """Execute one claim notebook; return (path of the executed notebook, its nbdemo metadata)."""
+def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, kernel=None, log=print):
+    """Execute one claim notebook; return (path of the executed notebook, its nbdemo metadata).
+
+    kernel: a `shared_kernel` to run on, instead of a kernel of its own."""
     from papermill.exceptions import PapermillExecutionError
     claim = get(claim).id
     changed, full = resolve(claim, profile, overrides)
     if commit and (profile != "default" or changed or dry_run):
         raise ParameterError("--commit writes notebooks/ and takes the default profile only, with no -p overrides")
+    if kernel is not None and kernel.nbdemo_dry_run != dry_run:
+        raise ValueError(f"this shared kernel was started with dry_run={kernel.nbdemo_dry_run}")
     built = output_path(claim, profile, changed, dry_run)
     out, failed = get(claim).notebook if commit else built, built.with_suffix(".failed.ipynb")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -342,7 +385,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
     try:
         with _sigterm_as_interrupt():
             try:
-                _execute(str(get(claim).notebook), str(tmp), changed, str(get(claim).notebook.parent))
+                _execute(str(get(claim).notebook), str(tmp), changed, str(get(claim).notebook.parent), kernel)
             except PapermillExecutionError as e:  # papermill has saved the notebook up to the failing cell
                 atomic_write(tmp.read_text(), failed)
                 raise NotebookFailed(f"{claim} stopped at cell In [{e.exec_count}] with {e.ename}: {e.evalue}\n"

@@ -4,7 +4,8 @@ A dry run (NBDEMO_DRY_RUN=1, see `nbdemo.data.dry_run`) keeps every size that a 
 channels, input shapes, ensemble sizes) and shrinks only the data (32 random samples per class) and the number of
 steps (two). Each one must run every code cell of the notebook with the profile's values injected, without error,
 within a time budget: a dry run that drifts towards paper-sized work (a full evaluation set, a q x q read-out
-through a CNN) fails here instead of making the suite slow.
+through a CNN) fails here instead of making the suite slow. All dry runs share one kernel (`runner.shared_kernel`),
+so torch and nbdemo are imported once rather than once per profile; each notebook starts from an empty namespace.
 """
 import ast
 
@@ -28,13 +29,19 @@ def injected(nb):
     return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)}
 
 
+@pytest.fixture(scope="module")
+def kernel():
+    with runner.shared_kernel(dry_run=True) as km:
+        yield km
+
+
 @pytest.mark.parametrize("claim", WITH_NOTEBOOK)
-def test_paper_profiles_run_in_shape(claim, tmp_path, monkeypatch):
+def test_paper_profiles_run_in_shape(claim, tmp_path, monkeypatch, kernel):
     """Build the paper's model and take two steps on random tensors of the paper dataset's shape."""
     monkeypatch.setattr(runner, "BUILD", tmp_path)
     for profile in runner.profiles(claim):
         if profile != "default":
-            path, meta = runner.run(claim, profile, dry_run=True, log=lambda *_: None)
+            path, meta = runner.run(claim, profile, dry_run=True, kernel=kernel, log=lambda *_: None)
             nb = nbformat.read(path, as_version=4)
             assert meta["dry_run"] and nb.cells
             # the profile's own values (the paper's widths, depths, datasets) are what the notebook ran with
