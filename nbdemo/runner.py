@@ -250,7 +250,7 @@ def summary(nb):
 # ---------------------------------------------------------------- running
 
 @contextmanager
-def _sigterm_as_interrupt():
+def sigterm_as_interrupt():
     """SIGTERM unwinds like Ctrl-C, so temporary files are removed and the kernel is shut down. Only the main
     thread can install a handler: in a Dask worker, which runs tasks in threads, the worker handles its signals."""
     if threading.current_thread() is not threading.main_thread():
@@ -383,7 +383,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
     os.environ["NBDEMO_DRY_RUN"] = "1" if dry_run else "0"
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.perf_counter()
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             try:
                 _execute(str(get(claim).notebook), str(tmp), changed, str(get(claim).notebook.parent), kernel)
             except PapermillExecutionError as e:  # papermill has saved the notebook up to the failing cell

@@ -12,6 +12,8 @@ import os
 import re
 import time
 
+from distributed import Client, LocalCluster, as_completed
+
 from . import results, runner
 from .claims import get
 
@@ -49,18 +51,56 @@ def plan(claims, seeds, profile="default", overrides=None, commit=False):
     return todo
 
 
-def task(claim, seed, profile, overrides, commit):
-    """One notebook run on a worker; returns its metadata (the verdict, provenance, wall time)."""
+# Dask's nanny sets these to 1 in its workers (for the worker's own threads), and a notebook's kernel would inherit
+# them: it would then sum in another order than a run by hand, and compute other numbers. Each task carries the
+# sweep process's own values instead.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def task(claim, seed, profile, overrides, commit, threads):
+    """One notebook run on a worker, with the thread settings `threads` ({variable: value or None}) of the process
+    that started the sweep; returns the run's metadata (the verdict, provenance, wall time)."""
+    for var, value in threads.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
     if commit and _is_page(claim, seed, profile, overrides):
         return runner.run(claim, commit=True, log=lambda *_: None)[1]
     return runner.run(claim, profile, {**overrides, "seed": seed}, log=lambda *_: None)[1]
 
 
 def _cluster(scheduler):
-    from distributed import LocalCluster
     if scheduler:
         return None
     return LocalCluster(n_workers=os.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None)
+
+
+def _run(client, todo, profile, overrides, commit, gpu, log):
+    """Submit the runs, store each as it finishes, print progress; return the runs that failed."""
+    workers = client.scheduler_info()["workers"].values()
+    log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all")
+    threads = {var: os.environ.get(var) for var in THREAD_VARS}
+    futures = {client.submit(task, claim, seed, profile, overrides, commit, threads, pure=False, priority=-i,
+                             key=f"{claim}-seed{seed}-{os.urandom(4).hex()}",  # in the order given
+                             resources={"GPU": 1} if gpu else None): (claim, seed)
+               for i, (claim, seed) in enumerate(todo)}
+    t0, done, failed = time.perf_counter(), 0, []
+    for future in as_completed(futures):
+        claim, seed = futures[future]
+        done += 1
+        try:
+            meta = future.result()
+        except Exception as e:  # the notebook raised, or its workers kept dying: report, store nothing
+            failed.append((claim, seed))
+            what = f"FAILED: {' '.join(str(e).split())[:300]}"
+        else:
+            results.store(meta, profile, overrides)
+            what = f"{meta['verdict']['outcome'] if meta['verdict'] else 'no verdict'} in {meta['wall_s']:.1f} s"
+        left = (time.perf_counter() - t0) / done * (len(todo) - done)
+        log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim} seed {seed}: {what} | {len(failed)} failed | "
+            f"about {left / 60:.0f} min left")
+    return failed
 
 
 def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, commit=False, gpu=False, log=print):
@@ -68,7 +108,6 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, c
 
     Returns the list of runs started, as (claim, seed). gpu: each task asks its worker for the resource GPU=1
     (workers started with `--resources GPU=1`)."""
-    from distributed import Client, as_completed
     claims, overrides = [get(c).id for c in claims], overrides or {}
     todo = plan(claims, seeds, profile, overrides, commit)
     if not todo:
@@ -76,30 +115,12 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, c
             f"{results.path(claims[0], profile, overrides).parent}")
         return []
     cluster = _cluster(scheduler)
-    with Client(scheduler or cluster) as client:
-        workers = client.scheduler_info()["workers"].values()
-        log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all "
-            f"({'scheduler ' + scheduler if scheduler else 'LocalCluster'})")
-        futures = {client.submit(task, claim, seed, profile, overrides, commit, pure=False,
-                                 key=f"{claim}-seed{seed}-{os.urandom(4).hex()}",
-                                 resources={"GPU": 1} if gpu else None): (claim, seed) for claim, seed in todo}
-        t0, done, failed = time.perf_counter(), 0, []
-        for future in as_completed(futures):
-            claim, seed = futures[future]
-            done += 1
-            try:
-                meta = future.result()
-            except Exception as e:  # the notebook raised, or its workers kept dying: report, store nothing
-                failed.append((claim, seed))
-                what = f"FAILED: {' '.join(str(e).split())[:300]}"
-            else:
-                results.store(meta, profile, overrides)
-                what = f"{meta['verdict']['outcome'] if meta['verdict'] else 'no verdict'} in {meta['wall_s']:.1f} s"
-            left = (time.perf_counter() - t0) / done * (len(todo) - done)
-            log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim} seed {seed}: {what} | {len(failed)} failed | "
-                f"about {left / 60:.0f} min left")
-    if cluster is not None:
-        cluster.close()
+    try:
+        with runner.sigterm_as_interrupt(), Client(scheduler or cluster) as client:
+            failed = _run(client, todo, profile, overrides, commit, gpu, log)
+    finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it
+        if cluster is not None:
+            cluster.close()
     if failed:
         raise runner.NotebookFailed(f"{len(failed)} of {len(todo)} runs failed: "
                                     + ", ".join(f"{c} seed {s}" for c, s in failed) + "; the others are stored")

@@ -111,11 +111,7 @@ def test_every_profile_is_valid(claim):
         runner.resolve(claim, profile)
 
 
-def _cli(*args, env=None, timeout=60):
-    return subprocess.run(NBDEMO + list(args), capture_output=True, text=True, env=env, timeout=timeout)
-
-
-@pytest.mark.parametrize("args, message", [
+REFUSED = [  # (arguments, what the one line of stderr must say); every case runs the real CLI
     (["run", "TFD-1", "-p", "no_such_name", "1"], "no parameter 'no_such_name'"),
     (["run", "TFD-1", "-p", "steps", "-5"], "'steps' = -5 is impossible"),
     (["run", "TFD-9"], "unknown claim 'TFD-9'; did you mean TFD-"),
@@ -131,32 +127,51 @@ def _cli(*args, env=None, timeout=60):
     (["list", "--profile", "papr"], "unknown profile 'papr'"),
     (["book", "--profile", "papr"], "unknown profile 'papr'"),
     (["run", "TFD-1", "--profile", "papr"], "TFD-1 has no profile 'papr'"),
-])
-def test_cli_refuses_bad_input_in_one_line_before_running(tmp_path, args, message):
-    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "NBDEMO_RESULTS": str(tmp_path / "results")}
-    r = _cli(*args, env=env)
-    assert r.returncode == 2 and message in r.stderr, r.stderr
-    assert len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr
-    assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
+]
+MALFORMED = [("paper: {steps: [1, 2\n", "is not valid YAML"), ("paper: 3\n", "paper is not"),
+             ("- just a list\n", "(the file) is not")]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("paper: {steps: [1, 2\n", "is not valid YAML"),
-    ("paper: 3\n", "paper is not"),
-    ("- just a list\n", "(the file) is not"),
-])
-def test_a_malformed_profile_file_is_refused_in_one_line(tmp_path, text, message):
-    profiles = tmp_path / "profiles"
-    shutil.copytree(runner.PROFILES, profiles)
-    (profiles / "TFD-1.yml").write_text(text)
-    code = (f"import sys; from nbdemo import runner, cli; from pathlib import Path; "
-            f"runner.PROFILES = Path({str(profiles)!r}); cli.main(sys.argv[1:])")
-    for args in (["run", "TFD-1", "--profile", "paper"], ["sweep", "TFD-1", "--seeds", "0-1", "--profile", "paper"]):
-        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60,
-                           env={**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"),
-                                "NBDEMO_RESULTS": str(tmp_path / "results")})
-        assert r.returncode == 2 and message in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
-    assert not (tmp_path / "build").exists() and not (tmp_path / "results").exists()
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """Every refused command line, started at once (each pays for importing torch), as {case: (process, folder)}.
+    A malformed profile file is put in a copy of nbdemo/profiles that the command is pointed to."""
+    started = {}
+    for i, (args, _) in enumerate(REFUSED):
+        started["cli", i] = (NBDEMO + args, tmp_path_factory.mktemp("cli"), None)
+    for i, (text, _) in enumerate(MALFORMED):
+        for j, args in enumerate([["run", "TFD-1", "--profile", "paper"],
+                                  ["sweep", "TFD-1", "--seeds", "0-1", "--profile", "paper"]]):
+            tmp = tmp_path_factory.mktemp("profile")
+            shutil.copytree(runner.PROFILES, tmp / "profiles")
+            (tmp / "profiles" / "TFD-1.yml").write_text(text)
+            code = (f"import sys; from nbdemo import runner, cli; from pathlib import Path; "
+                    f"runner.PROFILES = Path({str(tmp / 'profiles')!r}); cli.main(sys.argv[1:])")
+            started["profile", i, j] = ([sys.executable, "-c", code, *args], tmp, tmp / "profiles")
+    procs = {}
+    for key, (cmd, tmp, _) in started.items():
+        env = {**os.environ, "NBDEMO_BUILD": str(tmp / "build"), "NBDEMO_RESULTS": str(tmp / "results")}
+        procs[key] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    done = {key: p.communicate(timeout=300) for key, p in procs.items()}
+    return {key: (p.returncode, *done[key], *started[key][1:]) for key, p in procs.items()}
+
+
+def _refused_in_one_line(result, message):
+    code, _, err, tmp, keep = result
+    assert code == 2 and message in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert [p for p in tmp.iterdir() if p != keep] == []  # nothing ran, nothing was written
+
+
+@pytest.mark.parametrize("case", range(len(REFUSED)), ids=[" ".join(a) for a, _ in REFUSED])
+def test_cli_refuses_bad_input_in_one_line_before_running(refusals, case):
+    _refused_in_one_line(refusals["cli", case], REFUSED[case][1])
+
+
+@pytest.mark.parametrize("case", range(len(MALFORMED)), ids=[m for _, m in MALFORMED])
+def test_a_malformed_profile_file_is_refused_in_one_line(refusals, case):
+    for j in range(2):  # nbdemo run and nbdemo sweep
+        _refused_in_one_line(refusals["profile", case, j], MALFORMED[case][1])
 
 
 def test_seed_lists_and_ranges_are_read_alike():

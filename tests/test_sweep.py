@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 
 from nbdemo import results, sweep
 from nbdemo.claims import OUTCOMES
@@ -23,7 +24,8 @@ CLAIM, SMALL = "MLI-7", {"steps": 200}
 
 @pytest.fixture
 def cluster(tmp_path, monkeypatch):
-    """A `dask scheduler` and two single-threaded `dask worker` processes (no nanny: a killed worker stays dead)."""
+    """A `dask scheduler` and two single-threaded `dask worker` processes, one under a nanny (which sets
+    OMP_NUM_THREADS=1 for its worker) and one without (a killed worker stays dead)."""
     monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
     env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "OMP_WAIT_POLICY": "PASSIVE"}
     file = tmp_path / "scheduler.json"
@@ -33,8 +35,8 @@ def cluster(tmp_path, monkeypatch):
     while not file.exists() and time.time() < deadline:
         time.sleep(0.2)
     address = json.loads(file.read_text())["address"]
-    workers = [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
-                                 "--host", "127.0.0.1"], env=env, stderr=subprocess.DEVNULL) for _ in range(2)]
+    workers = [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1",
+                                 *nanny], env=env, stderr=subprocess.DEVNULL) for nanny in ([], ["--no-nanny"])]
     procs += workers
     try:
         yield address, workers
@@ -57,6 +59,8 @@ def test_a_sweep_stores_every_run_and_a_rerun_starts_none(cluster):
     runs = _stored()
     assert sorted(runs) == ["0", "1", "2"] and {r["outcome"] for r in runs.values()} <= set(OUTCOMES)
     assert all(fresh for _, fresh in results.status(CLAIM, overrides=SMALL).values())
+    # every notebook ran with the threads of a run by hand, whichever worker it ran on
+    assert {r["provenance"]["threads"] for r in runs.values()} == {torch.get_num_threads()}
     before = results.path(CLAIM, overrides=SMALL).read_bytes()
     assert sweep.sweep([CLAIM], [0, 1, 2], overrides=SMALL, scheduler=address, log=lambda *_: None) == []
     assert results.path(CLAIM, overrides=SMALL).read_bytes() == before
@@ -66,13 +70,14 @@ def test_a_sweep_stores_every_run_and_a_rerun_starts_none(cluster):
 
 def test_a_worker_killed_mid_sweep_loses_only_its_run_in_flight(cluster):
     address, workers = cluster
+    alone = next(w for w in workers if w.args[-1] == "--no-nanny")  # its children are its notebook kernels
     seeds, log = [0, 1, 2, 3], []
     job = threading.Thread(target=lambda: log.append(
         sweep.sweep([CLAIM], seeds, overrides=SMALL, scheduler=address, log=lambda *_: None)))
     job.start()
     deadline, victim = time.time() + 120, None
-    while victim is None and time.time() < deadline:  # a worker whose notebook kernel is running
-        victim = next((w for w in workers if psutil.Process(w.pid).children()), None)
+    while victim is None and time.time() < deadline:  # wait until its notebook kernel runs
+        victim = alone if psutil.Process(alone.pid).children() else None
         time.sleep(0.2)
     assert victim is not None, "no worker started a run"
     time.sleep(2)
