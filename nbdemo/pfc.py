@@ -126,14 +126,25 @@ def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_ever
     """Train `model` on (X, y) with cross-entropy and SGD (`nbdemo.train.train`; `sgd`: lr, momentum, weight_decay,
     seed, ...), lr divided by 10 at the fractions `lr_milestones` of the run. Every layer's PFC metrics
     (`layer_metrics` of `block_features`) are recorded at step 0, at the end of the first epoch, every
-    `record_every` steps (if given) and at the end. Returns (History, training accuracy)."""
+    `record_every` steps (if given) and at the end.
+
+    Returns (History, the final `block_features`, training accuracy). The accuracy comes from the classifier
+    `model.head` applied to the last block's features, so the training set passes through the net once per record.
+    """
     first_epoch = max(1, len(X) // batch_size)
     record_at = [first_epoch, *(range(0, steps + 1, record_every) if record_every else [])]
+    last = {}
+
+    def record(m, s):
+        last["feats"] = block_features(m, X)
+        return layer_metrics(last["feats"], y)
+
     hist = train(model, X, y, steps=steps, batch_size=batch_size, lr_milestones=milestone_steps(steps, lr_milestones),
-                 record=lambda m, s: layer_metrics(block_features(m, X), y), record_at=record_at, **sgd)
+                 record=record, record_at=record_at, **sgd)
+    feats = block_features(model, X) if hist.diverged_at else last["feats"]  # a diverged run stops before its last record
     with torch.no_grad():
-        correct = sum(int((model(xb).argmax(1) == yb).sum()) for xb, yb in zip(X.split(1000), y.split(1000)))
-    return hist, correct / len(y)
+        acc = float((model.head(feats[-1]).argmax(1) == y).double().mean())
+    return hist, feats, acc
 
 
 def require_terminal_phase(v, hist, train_acc):

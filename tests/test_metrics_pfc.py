@@ -192,10 +192,13 @@ def test_train_recorded_and_the_terminal_phase_rows():
 
     X, y = noisy_classes(K=3, D=8, n=20)
     model = models.FCResNet(8, 16, 2, 3)
-    hist, acc = models.train_recorded(model, X, y, steps=30, lr_milestones=[0.8, 0.9], batch_size=16, lr=0.05,
-                                      momentum=0.9, progress=False)
+    hist, feats, acc = models.train_recorded(model, X, y, steps=30, lr_milestones=[0.8, 0.9], batch_size=16,
+                                             lr=0.05, momentum=0.9, progress=False)
     assert hist.steps == [0, 3, 30]  # start, end of the first epoch (60 // 16 steps), end
-    assert hist["PFC1"].shape == (3, 3) and 0 <= acc <= 1
+    assert hist["PFC1"].shape == (3, 3)
+    torch.testing.assert_close(feats[-1], models.block_features(model, X)[-1])  # the features after training
+    with torch.no_grad():
+        assert acc == float((model(X).argmax(1) == y).double().mean())
     v = Verdict("PFC-1")
     models.require_terminal_phase(v, hist, acc)
     assert [r["kind"] for r in v.rows] == ["requirement"] * 3
