@@ -2,7 +2,10 @@
 
 - FCResNet: embedding -> `blocks` residual blocks x + ReLU(W x + b) -> linear classifier (MNIST row of Table I).
 - ConvResNet: the convolutional ResNets of Table I, built from a dataset's stage list.
+  Both blocks carry a bias; §III-C's model block sigma(W x) (l.241 of the paper's text) has none.
 - block_features: every measured block's features, collected with forward hooks that are removed after use.
+- train_recorded / require_terminal_phase: the training run of PFC-1..4, recording every layer's metrics, and the
+  verdict rows that say it reached the terminal phase; print_layers / plot_layers show the per-layer metrics.
 - MUFM / UFM (Eq. 13 and its X = 0 case) with the MSE loss: the paper's plain full-batch gradient descent (a batch
   of regulariser values at once), a converged reference solve, and the closed-form classifier W*(H).
 
@@ -16,10 +19,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from .data import dry_run
+from .metrics.pfc import layer_metrics
+from .train import train
 
 
 class Block(nn.Module):
-    """x + ReLU(W x + b): the residual block v_l(x) = sigma(W_l x) of §III-C."""
+    """x + ReLU(W x + b): the residual block of §III-C, v_l(x) = sigma(W_l x) (l.241), with a bias added."""
 
     def __init__(self, width):
         super().__init__()
@@ -43,7 +48,7 @@ class FCResNet(nn.Module):
 
 
 class ConvBlock(nn.Module):
-    """x + ReLU(conv3x3(x)), the convolutional form of the same block."""
+    """x + ReLU(conv3x3(x) + b), the convolutional form of the same block (with a bias)."""
 
     def __init__(self, channels):
         super().__init__()
@@ -106,6 +111,71 @@ def block_features(model, X, batch_size=1000):
             h.remove()
         model.train(was_training)
     return [torch.cat(chunks) for chunks in per_layer]
+
+
+# The paper's schedule (l.325): lr divided by 10 at epochs 117 and 233 of 350, as fractions of the run.
+PAPER_MILESTONES = [117 / 350, 233 / 350]
+
+
+def milestone_steps(steps, fractions):
+    """lr milestones given as fractions of a run of `steps` steps -> the steps at which lr is divided by 10."""
+    return [round(f * steps) for f in fractions]
+
+
+def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_every=None, **sgd):
+    """Train `model` on (X, y) with cross-entropy and SGD (`nbdemo.train.train`; `sgd`: lr, momentum, weight_decay,
+    seed, ...), lr divided by 10 at the fractions `lr_milestones` of the run. Every layer's PFC metrics
+    (`layer_metrics` of `block_features`) are recorded at step 0, at the end of the first epoch, every
+    `record_every` steps (if given) and at the end.
+
+    Returns (History, the final `block_features`, training accuracy). The accuracy comes from the classifier
+    `model.head` applied to the last block's features, so the training set passes through the net once per record.
+    """
+    first_epoch = max(1, len(X) // batch_size)
+    record_at = [first_epoch, *(range(0, steps + 1, record_every) if record_every else [])]
+    last = {}
+
+    def record(m, s):
+        last["feats"] = block_features(m, X)
+        return layer_metrics(last["feats"], y)
+
+    hist = train(model, X, y, steps=steps, batch_size=batch_size, lr_milestones=milestone_steps(steps, lr_milestones),
+                 record=record, record_at=record_at, **sgd)
+    feats = block_features(model, X) if hist.diverged_at else last["feats"]  # a diverged run stops before its last record
+    with torch.no_grad():
+        acc = float((model.head(feats[-1]).argmax(1) == y).double().mean())
+    return hist, feats, acc
+
+
+def require_terminal_phase(v, hist, train_acc):
+    """Add to Verdict `v` the requirements that the run of `train_recorded` reached the terminal phase, the regime of
+    Conjecture 1 and Theorem 1 (whose premise is a collapsed last layer): training accuracy 1; the last layer's
+    NCC accuracy at least 0.99; its PFC1 at the end at most a quarter of its value at the end of the first epoch
+    (the first record after step 0; in a dry run, the last)."""
+    ncc, early, end = hist["PFC3"][-1, -1], hist["PFC1"][1, -1], hist["PFC1"][-1, -1]
+    v.require("training accuracy 1", expected="= 1", measured=f"{train_acc:.4f}", ok=train_acc == 1)
+    v.require("last layer NCC-separable", expected="NCC accuracy >= 0.99", measured=f"{ncc:.3f}", ok=ncc >= 0.99)
+    v.require("last layer collapsing", expected="PFC1 <= 1/4 of its value after epoch 1",
+              measured=f"{early:.3g} -> {end:.3g} ({end / early:.2f}x)", ok=end <= early / 4)
+
+
+def print_layers(metrics, pos):
+    """One line per layer: relative position and the three PFC metrics."""
+    print("layer  position     PFC1    PFC2   PFC3")
+    for l in range(len(pos)):
+        print(f"{l:5d}  {pos[l]:8.3f}  {metrics['PFC1'][l]:7.4f} {metrics['PFC2'][l]:7.4f} {metrics['PFC3'][l]:6.3f}")
+
+
+def plot_layers(axes, pos, metrics, ts=None, curve=None):
+    """Fig. 3 on three axes: the layers' metrics (green points) against relative position and, if given, the
+    geodesic prediction `curve` at positions `ts` (blue)."""
+    for ax, name in zip(axes, ["PFC1", "PFC2", "PFC3"]):
+        if curve is not None:
+            ax.plot(ts, curve[name], color="C0", label="geodesic prediction")
+        ax.plot(pos, metrics[name], "o-", color="C2", ms=4, label="layers")
+        ax.set(xlabel="relative position", title=name)
+    axes[0].set_yscale("log")
+    axes[0].legend()
 
 
 def gaussian_classes(K, d, n, seed=0):

@@ -87,6 +87,47 @@ def test_geodesic_endpoints_and_theorem1_monotone_pfc1():
     assert np.all(np.diff(curve["PFC1"]) < 0)
 
 
+def on_the_line(H0, H1, ts):
+    return [(1 - t) * H0 + t * H1 for t in ts]
+
+
+def test_layers_on_the_geodesic_pass_the_geodesic_checks_and_beat_the_null_model():
+    H0, y = noisy_classes()
+    means, _ = pfc.class_means(H0, y)
+    feats = on_the_line(H0.double(), 2 * means[y], [0, 0.1, 0.3, 0.6, 0.85, 1])  # collapsed end point
+    pos = pfc.relative_depth(feats)
+    np.testing.assert_allclose(pos, [0, 0.1, 0.3, 0.6, 0.85, 1], atol=1e-12)  # constant speed along the line
+    measured = pfc.layer_metrics(feats, y)
+    predicted = {k: np.interp(pos, np.linspace(0, 1, 101), v)
+                 for k, v in pfc.geodesic(feats[0], feats[-1], y, np.linspace(0, 1, 101)).items()}
+    measured["PFC1"][-1] = predicted["PFC1"][-1] = 1e-3  # log10 needs a positive end point
+    for name, log in [("PFC1", True), ("PFC2", False)]:
+        geo = pfc.curve_error(measured[name], predicted[name], log=log)
+        null = pfc.curve_error(measured[name], pfc.linear_in_position(measured[name], pos, log=log), log=log)
+        assert geo < 0.02 < null  # the curve is not linear in position: the null model misses it
+    assert pfc.geodesic_distance(feats, pos) == pytest.approx(0, abs=1e-12)
+
+
+def test_the_geodesic_check_fails_when_layers_follow_the_null_model_instead():
+    # Measured values exactly linear in position (in log10 for PFC1) while the geodesic predicts a bent curve.
+    pos = np.linspace(0, 1, 6)
+    measured = 10 ** (0 - 2 * pos)
+    predicted = 10 ** (0 - 2 * pos ** 0.3)  # collapses early in depth, like a geodesic curve that drops fast
+    predicted[[0, -1]] = measured[[0, -1]]
+    assert pfc.curve_error(measured, pfc.linear_in_position(measured, pos, log=True), log=True) == pytest.approx(0)
+    geo = pfc.curve_error(measured, predicted, log=True)
+    assert geo > 0.25  # outside a tolerance of a quarter of the endpoint range: the check fails
+
+
+def test_geodesic_distance_of_a_bent_path():
+    x = torch.zeros(4, 2, dtype=torch.float64)
+    e1, e2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    feats = [x, x + e2, x + e2 + e1, x + e1]  # around three sides of a unit square: positions 0, 1/3, 2/3, 1
+    pos = pfc.relative_depth(feats)
+    # layer 1 is at (0, 1), the line's point at t = 1/3 is (1/3, 0): distance sqrt(1/9 + 1) over a chord of 1
+    assert pfc.geodesic_distance(feats, pos) == pytest.approx((1 / 9 + 1) ** 0.5)
+
+
 def test_theorem1_inner_equals_between_class_scatter_for_identical_ends():
     H, y = noisy_classes()
     means, _ = pfc.class_means(H, y)
@@ -139,3 +180,25 @@ def test_exact_solver_converges_and_ufm_optimum_is_collapsed():
     assert float(gn.max()) < 1e-8
     assert pfc.pfc1(H[1], y) < 1e-10 and pfc.pfc2(H[1], y) < 1e-5  # UFM: neural collapse
     assert pfc.pfc1(H[0], y) > 1e-3  # MUFM: the data keeps it from collapsing (Theorem 4)
+
+
+def test_milestones_as_fractions_of_the_run():
+    assert models.milestone_steps(1200, [0.8, 0.9]) == [960, 1080]
+    assert models.milestone_steps(148224, models.PAPER_MILESTONES) == [49549, 98675]  # epochs 117, 233 of 350
+
+
+def test_train_recorded_and_the_terminal_phase_rows():
+    from nbdemo.claims import Verdict
+
+    X, y = noisy_classes(K=3, D=8, n=20)
+    model = models.FCResNet(8, 16, 2, 3)
+    hist, feats, acc = models.train_recorded(model, X, y, steps=30, lr_milestones=[0.8, 0.9], batch_size=16,
+                                             lr=0.05, momentum=0.9, progress=False)
+    assert hist.steps == [0, 3, 30]  # start, end of the first epoch (60 // 16 steps), end
+    assert hist["PFC1"].shape == (3, 3)
+    torch.testing.assert_close(feats[-1], models.block_features(model, X)[-1])  # the features after training
+    with torch.no_grad():
+        assert acc == float((model(X).argmax(1) == y).double().mean())
+    v = Verdict("PFC-1")
+    models.require_terminal_phase(v, hist, acc)
+    assert [r["kind"] for r in v.rows] == ["requirement"] * 3

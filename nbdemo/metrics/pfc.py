@@ -103,6 +103,32 @@ def geodesic(H0, H1, y, ts):
     return {k: np.array([m[k] for m in per_t]) for k in per_t[0]}
 
 
+def linear_in_position(values, pos, log=False):
+    """The null model of the geodesic check: each layer's value is the end layers' values interpolated linearly in
+    its relative position `pos` (in log10 if `log`). (L+1,) array."""
+    v = np.log10(values) if log else np.asarray(values, dtype=float)
+    line = v[0] + np.asarray(pos) * (v[-1] - v[0])
+    return 10 ** line if log else line
+
+
+def curve_error(measured, predicted, log=False):
+    """How far the inner layers' measured values lie from a prediction, relative to the range between the two end
+    layers: max over layers 1..L-1 of |measured - predicted| / |measured[L] - measured[0]| (in log10 if `log`).
+    0 on the curve; 1 as far off as the two ends are apart."""
+    m, p = (np.log10(measured), np.log10(predicted)) if log else (np.asarray(measured), np.asarray(predicted))
+    return float(np.max(np.abs(m[1:-1] - p[1:-1])) / abs(m[-1] - m[0]))
+
+
+def geodesic_distance(feats, pos):
+    """Feature-level distance of the inner layers to the straight line: max over layers 1..L-1 of
+    ||H^l - H(t_l)||_F / ||H^L - H^0||_F, where H(t) = (1-t) H^0 + t H^L and t_l is the layer's relative position.
+    0 when every sample moves along its straight line at the speed the relative position assumes."""
+    H0, H1 = _rows(feats[0]), _rows(feats[-1])
+    chord = torch.linalg.norm(H1 - H0)
+    return max(float(torch.linalg.norm(_rows(H) - ((1 - t) * H0 + t * H1)) / chord)
+               for H, t in zip(feats[1:-1], pos[1:-1]))
+
+
 def theorem1_inner(H0, H1, y):
     """Theorem 1's assumption, sum_k <h_k(0) - h_G(0), h_k(1) - h_G(1)>, which must be >= 0."""
     m0, _ = class_means(H0, y)
