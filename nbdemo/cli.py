@@ -89,7 +89,7 @@ def cmd_sweep(args):
         print(f"{len(stale)} stored runs are stale")
         sys.exit(1 if stale else 0)
     sweep(claims, parse_seeds(" ".join(args.seeds)), args.profile, overrides, scheduler=args.scheduler,
-          commit=args.commit, gpu=args.gpu)
+          workers=args.workers, commit=args.commit, gpu=args.gpu)
     for c in claims:
         s = results.summary(c, args.profile, overrides)
         print(f"{c:8} {s['headline']:15} {s['reproduced']} of {s['n']} seeds reproduce")
@@ -134,6 +134,7 @@ def main(argv=None):
     p.add_argument("--seeds", nargs="+", default=["0-4"], help="seeds as a list or ranges: 0-4, 0 1 2, 0,3,7")
     params(p)
     p.add_argument("--scheduler", help="address of a running Dask scheduler (default: a LocalCluster here)")
+    p.add_argument("--workers", type=int, help="workers of the LocalCluster (default: cores / threads per notebook)")
     p.add_argument("--commit", action="store_true", help="the default-profile run of each notebook's own seed "
                                                          "writes notebooks/ (workers must share this checkout)")
     p.add_argument("--gpu", action="store_true", help="each run asks its worker for the resource GPU=1")

@@ -5,13 +5,14 @@ the only writer of the results store, adds it to `results/` at once (`results.st
 whose worker dies, so loses only the runs in flight: Dask hands a dead worker's task to another worker, and a rerun
 of the same sweep runs only the seeds that are missing or stale.
 
-By default the tasks run on a `LocalCluster` with one single-threaded worker process per core; `scheduler` connects
-to a running scheduler instead (`dask scheduler` and `dask worker`, or dask-jobqueue on SLURM: see the README).
+By default the tasks run on a `LocalCluster` of single-threaded worker processes, one per set of the threads that
+a notebook's kernel uses (`local_workers`); `scheduler` connects to a running scheduler instead (`dask scheduler` and `dask worker`, or dask-jobqueue on SLURM: see the README).
 """
 import os
 import re
 import time
 
+import torch
 from distributed import Client, LocalCluster, as_completed
 
 from . import results, runner
@@ -70,10 +71,18 @@ def task(claim, seed, profile, overrides, commit, threads):
     return runner.run(claim, profile, {**overrides, "seed": seed}, log=lambda *_: None)[1]
 
 
-def _cluster(scheduler):
+def local_workers():
+    """Workers of the default LocalCluster: as many as there are sets of the threads one notebook's kernel uses.
+    (Each kernel uses torch's threads, one per core by default; two kernels on the same cores run slower than one
+    after the other: two TFD-1 runs at once took 121 s on the 2-core machine, where one alone takes 45 s.)"""
+    return max(1, (os.cpu_count() or 1) // torch.get_num_threads())
+
+
+def _cluster(scheduler, workers):
     if scheduler:
         return None
-    return LocalCluster(n_workers=os.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None)
+    return LocalCluster(n_workers=workers or local_workers(), threads_per_worker=1, processes=True,
+                        dashboard_address=None)
 
 
 def _run(client, todo, profile, overrides, commit, gpu, log):
@@ -103,18 +112,19 @@ def _run(client, todo, profile, overrides, commit, gpu, log):
     return failed
 
 
-def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, commit=False, gpu=False, log=print):
+def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, workers=None, commit=False, gpu=False,
+          log=print):
     """Run what is missing or stale of claims × seeds on Dask; store each run as it finishes.
 
-    Returns the list of runs started, as (claim, seed). gpu: each task asks its worker for the resource GPU=1
-    (workers started with `--resources GPU=1`)."""
+    Returns the list of runs started, as (claim, seed). workers: of the LocalCluster (default `local_workers()`);
+    gpu: each task asks its worker for the resource GPU=1 (workers started with `--resources GPU=1`)."""
     claims, overrides = [get(c).id for c in claims], overrides or {}
     todo = plan(claims, seeds, profile, overrides, commit)
     if not todo:
         log(f"nothing to run: {len(claims)} claims x {len(seeds)} seeds are stored and fresh in "
             f"{results.path(claims[0], profile, overrides).parent}")
         return []
-    cluster = _cluster(scheduler)
+    cluster = _cluster(scheduler, workers)
     try:
         with runner.sigterm_as_interrupt(), Client(scheduler or cluster) as client:
             failed = _run(client, todo, profile, overrides, commit, gpu, log)
