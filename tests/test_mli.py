@@ -13,7 +13,7 @@ def test_check_grows_needs_every_step_longer_than_the_resolution():
         v = Verdict("MLI-4")
         summary = lengths(*means)
         check_grows(v, summary, list(summary), "error", resolution=0.02)
-        return v.outcome() == "REPRODUCED"
+        return v.outcome == "REPRODUCED"
 
     assert ok(0.0, 0.1, 0.2, 0.3)
     assert not ok(0.1, 0.1, 0.1, 0.1)  # a flat sweep
