@@ -71,12 +71,14 @@ def train_and_interpolate(make_model, n_models, X, y, X_eval, y_eval, alphas, *,
 
 
 def class_loss_and_bias(model, X, y, k):
-    """A `record(params, step)` callback for `train_ensemble`: per-class loss (N, k) and output bias (N, k)."""
+    """A `record(params, step)` callback for `train_ensemble`: per-class mean loss (N, k), per-class largest sample
+    loss (N, k) and output bias (N, k)."""
     bias = f"linears.{len(model.linears) - 1}.bias"
 
     def record(params, step):
         logits = ensemble_forward(model, params, X)
         return {"class_loss": torch.stack([class_losses(out, y, k) for out in logits]).cpu().numpy(),
+                "class_worst": torch.stack([class_losses(out, y, k, "amax") for out in logits]).cpu().numpy(),
                 "bias": params[bias].double().cpu().numpy()}
 
     return record

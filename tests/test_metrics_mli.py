@@ -164,6 +164,8 @@ def test_class_losses_and_learning_steps():
     cl = class_losses(logits, y, 2)
     ref0 = (2 * math.log(2) + math.log1p(math.exp(-10))) / 3
     assert cl.tolist() == pytest.approx([ref0, math.log1p(math.exp(-10))])
+    assert class_losses(logits, y, 2, "amax").tolist() == pytest.approx([math.log(2), math.log1p(math.exp(-10))])
+    assert math.isnan(class_losses(logits, y, 3)[2])
     steps = torch.tensor([0, 10, 20, 30])
     curves = torch.tensor([[0.7, 0.7, 0.7], [0.6, 0.2, 0.7], [0.1, 0.1, 0.7], [0.1, 0.1, 0.5]])
     assert learning_steps(steps, curves, 0.3).tolist() == [20.0, 10.0, math.inf]

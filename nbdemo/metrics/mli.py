@@ -157,12 +157,12 @@ def chord_gap(alphas, curve):
     return float((c - chord).max() / (c[0] - c[-1]).abs())
 
 
-def class_losses(logits, y, k):
-    """Mean cross-entropy of the samples of each class: a (k,) float64 tensor (NaN for an absent class)."""
+def class_losses(logits, y, k, reduce="mean"):
+    """Cross-entropy of the samples of each class, their mean or (reduce="amax") their largest: a (k,) float64
+    tensor (NaN for an absent class)."""
     per_sample = F.cross_entropy(logits.double(), y, reduction="none")
-    total = torch.zeros(k, dtype=torch.float64, device=logits.device).index_add_(0, y, per_sample)
-    count = torch.bincount(y, minlength=k).double()
-    return total / count
+    out = torch.full((k,), math.nan, dtype=torch.float64, device=logits.device)
+    return out.scatter_reduce_(0, y, per_sample, reduce, include_self=False)
 
 
 def learning_steps(steps, class_loss, threshold):
