@@ -71,12 +71,14 @@ def train_and_interpolate(make_model, n_models, X, y, X_eval, y_eval, alphas, *,
 
 
 def class_loss_and_bias(model, X, y, k):
-    """A `record(params, step)` callback for `train_ensemble`: per-class loss (N, k) and output bias (N, k)."""
+    """A `record(params, step)` callback for `train_ensemble`: per-class mean loss (N, k), per-class largest sample
+    loss (N, k) and output bias (N, k)."""
     bias = f"linears.{len(model.linears) - 1}.bias"
 
     def record(params, step):
         logits = ensemble_forward(model, params, X)
         return {"class_loss": torch.stack([class_losses(out, y, k) for out in logits]).cpu().numpy(),
+                "class_worst": torch.stack([class_losses(out, y, k, "amax") for out in logits]).cpu().numpy(),
                 "bias": params[bias].double().cpu().numpy()}
 
     return record
@@ -86,6 +88,52 @@ def plateaus(curves, k, eps):
     """plateau() of each member's curve, as {key: (n_members,) float64 tensor}."""
     ps = [plateau(c["alpha"], c["error"], c["loss"], k, eps=eps) for c in curves]
     return {key: torch.tensor([p[key] for p in ps], dtype=torch.float64) for key in ps[0]}
+
+
+def fcn_experiment(settings, X, y, alphas, *, n_models, schemes=("normal",), **train_kwargs):
+    """The experiment of MLI-1…5: train `n_models` members of each setting on (X, y), interpolate each on (X, y).
+
+    settings: {name: make_model}. Returns (runs, hists): runs[name] is the list of member curves, named
+    f"{name}, {scheme}" when several schemes are interpolated; hists[name] is the training history.
+    """
+    runs, hists = {}, {}
+    for name, make in settings.items():
+        curves, hists[name] = train_and_interpolate(make, n_models, X, y, X, y, alphas, schemes=schemes,
+                                                    **train_kwargs)
+        for scheme, c in curves.items():
+            runs[name if len(schemes) == 1 else f"{name}, {scheme}"] = c
+    return runs, hists
+
+
+def summarize(runs, k, eps):
+    """plateaus() of every run, printed as mean ± std with each run's mean trained error; {name: plateaus}."""
+    summary = {name: plateaus(curves, k, eps) for name, curves in runs.items()}
+    for name, p in summary.items():
+        fit = torch.tensor([c["error"][-1] for c in runs[name]])
+        print(f"{name:>24}: error plateau {p['error_len'].mean():.2f} ± {p['error_len'].std():.2f}, "
+              f"loss plateau {p['loss_len'].mean():.2f} ± {p['loss_len'].std():.2f}, trained error {fit.mean():.3f}")
+    return summary
+
+
+def require_trained(v, runs, hists, max_error=0.3):
+    """The requirements of MLI-1…5: finite training, and every net fits its training set (error at α = 1)."""
+    for h in hists.values():
+        v.require_finite(h)
+    worst = max(max(c["error"][-1].item() for c in curves) for curves in runs.values())
+    v.require("every trained net fits its training set", expected=f"error at α = 1 ≤ {max_error}", measured=worst,
+              ok=worst <= max_error)
+
+
+def check_grows(v, summary, names, kind, resolution):
+    """Check that the mean `kind` ("error" or "loss") plateau grows strictly along `names`.
+
+    Each setting's mean length must exceed the previous one's by more than `resolution`, the α grid step: a
+    plateau's ends are known only to a grid point, so a difference of at most one grid step is not resolved
+    (it arises when every member's end moves by one grid point). A flat sweep fails.
+    """
+    lens = [summary[n][f"{kind}_len"].mean().item() for n in names]
+    v.check(f"{kind} plateau grows along {' → '.join(names)}", expected=f"each step longer by > {resolution:.3f}",
+            measured=" → ".join(f"{x:.2f}" for x in lens), ok=all(b - a > resolution for a, b in zip(lens, lens[1:])))
 
 
 def plot_interpolation(axes, runs, k, styles=None):

@@ -109,18 +109,45 @@ def test_batchnorm_statistics_recomputed_not_interpolated():
     assert curve["loss"].item() == pytest.approx(ref, rel=1e-4)
 
 
-def test_plateau_ends():
+def test_clean_plateau():
     alphas = torch.linspace(0, 1, 11)
-    error = torch.tensor([0.85, 0.9, 0.9, 0.9, 0.9, 0.9, 0.5, 0.2, 0.9, 0.0, 0.0])  # random init, then one class
+    error = torch.tensor([0.85, 0.9, 0.9, 0.9, 0.9, 0.9, 0.5, 0.2, 0.1, 0.0, 0.0])  # random init, then one class
     loss = torch.tensor([2.30, 2.31, 2.29, 2.2, 2.0, 1.5, 1.0, 0.5, 0.2, 0.1, 0.0])
     p = plateau(alphas, error, loss, 10, eps=0.05)
     assert (p["error_start"], p["error_end"], p["error_len"]) == pytest.approx((0.1, 0.5, 0.4))
     assert (p["loss_start"], p["loss_end"], p["loss_len"]) == pytest.approx((0.0, 0.2, 0.2))
     assert p["loss_level"] == pytest.approx(math.log(10))
-    off = plateau(alphas, error - 0.5, loss + 1, 10, eps=0.05)
+    off = plateau(alphas, error - 0.5, loss - 1, 10, eps=0.05)
     assert math.isnan(off["error_end"]) and off["error_len"] == 0.0 and off["loss_len"] == 0.0
     flat = plateau(alphas, torch.full((11,), 0.5), torch.full((11,), math.log(2)), 2, eps=0.01)
     assert flat["error_len"] == 1.0 and flat["loss_len"] == 1.0
+
+
+def test_a_dip_shorter_than_hold_does_not_end_the_plateau():
+    alphas = torch.linspace(0, 1, 21)
+    error = torch.full((21,), 0.9)
+    error[3] = 0.8  # one grid point
+    error[6:8] = 0.85  # two grid points
+    error[12:] = 0.1  # the real drop
+    loss = torch.full((21,), math.log(10))
+    p = plateau(alphas, error, loss, 10, eps=0.05)
+    assert (p["error_start"], p["error_end"]) == pytest.approx((0.0, 0.55))
+    error[6:9] = 0.85  # three grid points: the curve has left the level
+    assert plateau(alphas, error, loss, 10, eps=0.05)["error_end"] == pytest.approx(0.25)
+    assert plateau(alphas, error, loss, 10, eps=0.05, hold=4)["error_end"] == pytest.approx(0.55)
+
+
+def test_a_rise_of_the_loss_does_not_end_the_plateau():
+    alphas = torch.linspace(0, 1, 11)
+    loss = math.log(3) + torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, -0.1, -1.0, -1.0, -1.0, -1.0])  # ≤ log k + αΔ
+    p = plateau(alphas, torch.zeros(11), loss, 3, eps=0.05)
+    assert (p["loss_start"], p["loss_end"]) == pytest.approx((0.0, 0.5))
+
+
+def test_a_drop_in_the_last_grid_points_ends_the_plateau_there():
+    alphas = torch.linspace(0, 1, 11)
+    error = torch.tensor([0.9] * 9 + [0.3, 0.0])
+    assert plateau(alphas, error, torch.zeros(11), 10, eps=0.05)["error_end"] == pytest.approx(0.8)
 
 
 def test_curve_shape():
@@ -137,6 +164,8 @@ def test_class_losses_and_learning_steps():
     cl = class_losses(logits, y, 2)
     ref0 = (2 * math.log(2) + math.log1p(math.exp(-10))) / 3
     assert cl.tolist() == pytest.approx([ref0, math.log1p(math.exp(-10))])
+    assert class_losses(logits, y, 2, "amax").tolist() == pytest.approx([math.log(2), math.log1p(math.exp(-10))])
+    assert math.isnan(class_losses(logits, y, 3)[2])
     steps = torch.tensor([0, 10, 20, 30])
     curves = torch.tensor([[0.7, 0.7, 0.7], [0.6, 0.2, 0.7], [0.1, 0.1, 0.7], [0.1, 0.1, 0.5]])
     assert learning_steps(steps, curves, 0.3).tolist() == [20.0, 10.0, math.inf]

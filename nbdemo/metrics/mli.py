@@ -89,32 +89,53 @@ def interpolate(model, theta0, thetaT, X, y, alphas, *, scheme="normal", batch_s
                 error=torch.tensor(error, dtype=torch.float64))
 
 
-def _first_run(alphas, inside):
-    """(start, end) α of the first run of consecutive grid points where `inside` holds; (NaN, NaN) if none."""
-    idx = inside.nonzero().flatten()
+def _plateau_run(alphas, high, hold):
+    """(start, end) α of the plateau of a curve that is `high` at some grid points; (NaN, NaN) if it never is.
+
+    It starts at the first high point and ends at the last high point before the curve is low at `hold`
+    consecutive grid points, or at the last high point of the grid when no such run of low points follows.
+    """
+    idx = high.nonzero().flatten()
     if len(idx) == 0:
         return math.nan, math.nan
-    i = j = idx[0].item()
-    while j + 1 < len(inside) and inside[j + 1]:
-        j += 1
-    return float(alphas[i]), float(alphas[j])
+    first = last = idx[0].item()
+    low = 0
+    for j in range(first + 1, len(high)):
+        if high[j]:
+            last, low = j, 0
+        else:
+            low += 1
+            if low == hold:
+                break
+    return float(alphas[first]), float(alphas[last])
 
 
-def plateau(alphas, error, loss, k, *, eps, tol=0.01):
+def plateau(alphas, error, loss, k, *, eps, tol=0.01, hold=3):
     """The plateaus of an interpolation curve of a k-class problem.
 
-    Error plateau: the first run of consecutive grid points with |error − (1 − 1/k)| ≤ tol, the error of
-    predicting a single class on a balanced set. It may start after α = 0, because the initial network's
-    predictions are random (the paper's Theorem 1 skips [0, δ/Δ_min] for the same reason).
-    Loss plateau: the first run with |loss − log k| ≤ eps.
+    The paper never defines a plateau numerically: it reads them off the curves, as stretches where "the loss
+    and error remain high until close to the optimum" (paper 003, l.9). Theorem 1 (l.17) bounds what "high"
+    means, one-sidedly: on [α1, α2] the error is 1 − 1/k (every sample takes one class; a balanced set's error
+    cannot exceed that level by much), and on [0, α3] the loss is ≥ log k − 2eϵ but may rise up to
+    log k + αΔ_max. So a point is high when
+        error ≥ 1 − 1/k − tol    or    loss ≥ log k − eps,
+    with no upper limit: a rise of the loss above log k does not end the loss plateau.
+    "Remain high" is about where the curve leaves the level for good, so the plateau runs from the first high
+    point to the last high point before the curve is low at `hold` consecutive grid points (or the grid ends).
+    A dip of fewer than `hold` points that returns to the level is part of the plateau. The default hold = 3
+    means the curve must stay low over more than two grid steps (0.04 of the path on the paper's 50-point
+    grid): one or two grid points never end a plateau, and only the grid's resolution sets that number.
+    The plateau may start after α = 0, because the initial network's predictions are random (Theorem 1 skips
+    [0, δ/Δ_min] for the same reason).
+
     Returns dict(error_start, error_end, error_len, loss_start, loss_end, loss_len, error_level, loss_level);
-    a length is end − start (0 when there is no such point).
+    a length is end − start (0 when the curve is never high).
     """
     alphas, error, loss = (torch.as_tensor(t, dtype=torch.float64) for t in (alphas, error, loss))
     err_level, loss_level = 1 - 1 / k, math.log(k)
     out = dict(error_level=err_level, loss_level=loss_level)
-    for name, inside in (("error", (error - err_level).abs() <= tol), ("loss", (loss - loss_level).abs() <= eps)):
-        start, end = _first_run(alphas, inside)
+    for name, high in (("error", error >= err_level - tol), ("loss", loss >= loss_level - eps)):
+        start, end = _plateau_run(alphas, high, hold)
         out.update({f"{name}_start": start, f"{name}_end": end, f"{name}_len": 0.0 if math.isnan(start) else end - start})
     return out
 
@@ -136,12 +157,12 @@ def chord_gap(alphas, curve):
     return float((c - chord).max() / (c[0] - c[-1]).abs())
 
 
-def class_losses(logits, y, k):
-    """Mean cross-entropy of the samples of each class: a (k,) float64 tensor (NaN for an absent class)."""
+def class_losses(logits, y, k, reduce="mean"):
+    """Cross-entropy of the samples of each class, their mean or (reduce="amax") their largest: a (k,) float64
+    tensor (NaN for an absent class)."""
     per_sample = F.cross_entropy(logits.double(), y, reduction="none")
-    total = torch.zeros(k, dtype=torch.float64, device=logits.device).index_add_(0, y, per_sample)
-    count = torch.bincount(y, minlength=k).double()
-    return total / count
+    out = torch.full((k,), math.nan, dtype=torch.float64, device=logits.device)
+    return out.scatter_reduce_(0, y, per_sample, reduce, include_self=False)
 
 
 def learning_steps(steps, class_loss, threshold):
