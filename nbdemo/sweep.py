@@ -52,9 +52,9 @@ def plan(claims, seeds, profile="default", overrides=None, commit=False):
     return todo
 
 
-# Dask's nanny sets these to 1 in its workers (for the worker's own threads), and a notebook's kernel would inherit
-# them: it would then sum in another order than a run by hand, and compute other numbers. Each task carries the
-# sweep process's own values instead.
+# Dask's nannies set these to 1 for their workers (for the worker's own threads), in the process that starts a
+# LocalCluster too, and a notebook's kernel would inherit them: it would then sum in another order than a run by
+# hand, and compute other numbers. Each task carries the values this process had before any cluster was made.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -85,11 +85,10 @@ def _cluster(scheduler, workers):
                         dashboard_address=None)
 
 
-def _run(client, todo, profile, overrides, commit, gpu, log):
+def _run(client, todo, profile, overrides, commit, gpu, threads, log):
     """Submit the runs, store each as it finishes, print progress; return the runs that failed."""
     workers = client.scheduler_info()["workers"].values()
     log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all")
-    threads = {var: os.environ.get(var) for var in THREAD_VARS}
     futures = {client.submit(task, claim, seed, profile, overrides, commit, threads, pure=False, priority=-i,
                              key=f"{claim}-seed{seed}-{os.urandom(4).hex()}",  # in the order given
                              resources={"GPU": 1} if gpu else None): (claim, seed)
@@ -124,10 +123,11 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, w
         log(f"nothing to run: {len(claims)} claims x {len(seeds)} seeds are stored and fresh in "
             f"{results.path(claims[0], profile, overrides).parent}")
         return []
+    threads = {var: os.environ.get(var) for var in THREAD_VARS}  # before a LocalCluster sets them
     cluster = _cluster(scheduler, workers)
     try:
         with runner.sigterm_as_interrupt(), Client(scheduler or cluster) as client:
-            failed = _run(client, todo, profile, overrides, commit, gpu, log)
+            failed = _run(client, todo, profile, overrides, commit, gpu, threads, log)
     finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it
         if cluster is not None:
             cluster.close()

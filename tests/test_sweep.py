@@ -90,3 +90,13 @@ def test_a_worker_killed_mid_sweep_loses_only_its_run_in_flight(cluster):
     runs = _stored()  # whole JSON, every seed once, no temporary file left behind
     assert sorted(runs) == [str(s) for s in seeds] and all(runs[str(s)]["seed"] == s for s in seeds)
     assert not [p for p in results.RESULTS.rglob("*") if p.name.startswith(".")]
+
+
+def test_a_local_cluster_runs_notebooks_with_the_threads_of_a_run_by_hand(tmp_path, monkeypatch):
+    """Making a LocalCluster sets OMP_NUM_THREADS=1 in this very process; the notebooks must not inherit it."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    monkeypatch.setenv("NBDEMO_BUILD", str(tmp_path / "build"))
+    for var in sweep.THREAD_VARS:  # as in a plain shell (and restored after the test)
+        monkeypatch.delenv(var, raising=False)
+    assert sweep.sweep([CLAIM], [0], overrides=SMALL, workers=1, log=lambda *_: None) == [(CLAIM, 0)]
+    assert _stored()["0"]["provenance"]["threads"] == torch.get_num_threads()
