@@ -52,16 +52,17 @@ def plan(claims, seeds, profile="default", overrides=None, commit=False):
     return todo
 
 
-# Dask's nannies set these to 1 for their workers (for the worker's own threads), in the process that starts a
-# LocalCluster too, and a notebook's kernel would inherit them: it would then sum in another order than a run by
-# hand, and compute other numbers. Each task carries the values this process had before any cluster was made.
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# A Dask nanny sets these for its workers, in the process that starts a LocalCluster too (the thread counts to 1,
+# malloc's trim threshold, a fixed hash seed), and a notebook's kernel would inherit them: with one thread it sums
+# in another order than a run by hand, and computes other numbers. Each task carries the values this process had
+# before any cluster was made.
+DASK_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
 
 
-def task(claim, seed, profile, overrides, commit, threads):
-    """One notebook run on a worker, with the thread settings `threads` ({variable: value or None}) of the process
+def task(claim, seed, profile, overrides, commit, env):
+    """One notebook run on a worker, with the values `env` ({variable: value or None}) of `DASK_VARS` in the process
     that started the sweep; returns the run's metadata (the verdict, provenance, wall time)."""
-    for var, value in threads.items():
+    for var, value in env.items():
         if value is None:
             os.environ.pop(var, None)
         else:
@@ -85,11 +86,11 @@ def _cluster(scheduler, workers):
                         dashboard_address=None)
 
 
-def _run(client, todo, profile, overrides, commit, gpu, threads, log):
+def _run(client, todo, profile, overrides, commit, gpu, env, log):
     """Submit the runs, store each as it finishes, print progress; return the runs that failed."""
     workers = client.scheduler_info()["workers"].values()
     log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all")
-    futures = {client.submit(task, claim, seed, profile, overrides, commit, threads, pure=False, priority=-i,
+    futures = {client.submit(task, claim, seed, profile, overrides, commit, env, pure=False, priority=-i,
                              key=f"{claim}-seed{seed}-{os.urandom(4).hex()}",  # in the order given
                              resources={"GPU": 1} if gpu else None): (claim, seed)
                for i, (claim, seed) in enumerate(todo)}
@@ -123,11 +124,11 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, w
         log(f"nothing to run: {len(claims)} claims x {len(seeds)} seeds are stored and fresh in "
             f"{results.path(claims[0], profile, overrides).parent}")
         return []
-    threads = {var: os.environ.get(var) for var in THREAD_VARS}  # before a LocalCluster sets them
+    env = {var: os.environ.get(var) for var in DASK_VARS}  # before a LocalCluster sets them
     cluster = _cluster(scheduler, workers)
     try:
         with runner.sigterm_as_interrupt(), Client(scheduler or cluster) as client:
-            failed = _run(client, todo, profile, overrides, commit, gpu, threads, log)
+            failed = _run(client, todo, profile, overrides, commit, gpu, env, log)
     finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it
         if cluster is not None:
             cluster.close()

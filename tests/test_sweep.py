@@ -96,7 +96,7 @@ def test_a_local_cluster_runs_notebooks_with_the_threads_of_a_run_by_hand(tmp_pa
     """Making a LocalCluster sets OMP_NUM_THREADS=1 in this very process; the notebooks must not inherit it."""
     monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
     monkeypatch.setenv("NBDEMO_BUILD", str(tmp_path / "build"))
-    for var in sweep.THREAD_VARS:  # as in a plain shell (and restored after the test)
+    for var in sweep.DASK_VARS:  # as in a plain shell (and restored after the test)
         monkeypatch.delenv(var, raising=False)
     assert sweep.sweep([CLAIM], [0], overrides=SMALL, workers=1, log=lambda *_: None) == [(CLAIM, 0)]
     assert _stored()["0"]["provenance"]["threads"] == torch.get_num_threads()
