@@ -78,7 +78,8 @@ def seeds_box(s, others):
 def findings(done, summaries):
     """The Findings page: the cells each notebook tags `finding`, then the claims that did not reproduce."""
     parts = ["# Findings\n", "What the reproduction found that the papers do not say, as each claim's notebook states it "
-             "(cells tagged `finding`), and then every claim whose outcome over seeds is not REPRODUCED.\n"]
+             "(cells tagged `finding`), and then every claim whose outcome over seeds (of at least "
+             f"{results.MIN_SEEDS}) is not REPRODUCED.\n"]
     for claim, (path, _) in done.items():
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "markdown" and "finding" in cell.metadata.get("tags", []):
@@ -86,7 +87,8 @@ def findings(done, summaries):
                              f"See {{doc}}`the notebook <claims/{claim}>`.\n")
     parts.append("## Claims that did not reproduce over seeds\n")
     missed = [f"- {{doc}}`{c} <claims/{c}>` {CLAIMS[c].title}: {badge(s['headline'])}, {s['reproduced']} of {s['n']} "
-              "seeds reproduce" for c, s in summaries.items() if s["headline"] != "REPRODUCED" and c in done]
+              "seeds reproduce" for c, s in summaries.items()
+              if s["headline"] not in ("REPRODUCED", results.TOO_FEW) and c in done]
     parts.append("\n".join(missed) if missed else "None.")
     return "\n".join(parts) + "\n"
 
