@@ -55,11 +55,12 @@ def test_modules_no_notebook_runs_are_in_no_fingerprint():
 
 @pytest.mark.parametrize("claim", CLAIMS)
 def test_committed_results_hold_the_seed_0_page_and_are_fresh(claim):
-    """Every claim has its default-profile run of the notebook's own seed stored (the committed page's run), and no
-    stored run is stale: a change of the notebook's code, of a module it imports, or of its parameters needs
-    `nbdemo sweep` again. (Claims with fewer than 5 seeds stored have no headline: the book says TOO FEW SEEDS.)"""
+    """Every claim has its default-profile run of the notebook's own seed stored (the committed page's run) and at
+    least 5 seeds in all, so that it has a headline, and no stored run is stale: a change of the notebook's code, of
+    a module it imports, or of its parameters needs `nbdemo sweep` again."""
     status = results.status(claim)
     assert runner.defaults(claim)["seed"] in status, f"{claim}: run `nbdemo sweep {claim} --seeds 0 --commit`"
+    assert len(status) >= results.MIN_SEEDS, f"{claim}: {len(status)} seeds; run `nbdemo sweep {claim} --seeds 0-4`"
     stale = sorted(s for s, (_, fresh) in status.items() if not fresh)
     assert not stale, f"{claim}: seeds {stale} are stale; run `nbdemo sweep {claim} --seeds 0-4`"
     page = runner.latest(claim)
