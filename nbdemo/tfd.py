@@ -45,14 +45,15 @@ def train_with_snapshots(model, X, y, Xe, ye, k, *, snapshot_every, record_every
 
 
 def per_sample_terms(probe, state, X, y):
-    """Load `state` into `probe` and return, for each sample, the features [F^(0) = x, F^(1), …, F^(L-1)] (detached)
-    and the pre-activation gradients [g^(1), …, g^(L)] (g^(l) = D^(l)Ḟ^(l), the logits' gradient for l = L) of its
-    own cross-entropy loss, so that its weight change under SGD is ΔW^(l)|x = -lr·g^(l) F^(l-1)ᵀ (list index l-1)."""
+    """Load `state` into `probe` and return, for each sample x, the terms of its own cross-entropy loss:
+    feats [F^(0) = x, F^(1), …, F^(L-1)], fdot [Ḟ^(1), …, Ḟ^(L-1)] (gradients w.r.t. the hidden features), g
+    [g^(1), …, g^(L)] (pre-activation gradients g^(l) = D^(l)Ḟ^(l); for l = L the logits' gradient), so that x's
+    weight change under SGD is ΔW^(l)|x = -lr·g^(l) F^(l-1)ᵀ (list index l-1), and its logits. All detached."""
     probe.load_state_dict(state)
     feats, logits = probe.features(X)
     *fdot, gout = feature_grads(feats[1:], logits, y)
-    gs = [fd * (f > 0) for fd, f in zip(fdot, feats[1:])] + [gout]
-    return [f.detach() for f in feats], gs
+    g = [fd * (f > 0) for fd, f in zip(fdot, feats[1:])] + [gout]
+    return {"feats": [f.detach() for f in feats], "fdot": fdot, "g": g, "logits": logits.detach()}
 
 
 def phase_text(phase):

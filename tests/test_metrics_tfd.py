@@ -136,6 +136,8 @@ def test_class_weight_changes_are_the_category_means():
     # one sample's change is rank one: all its pseudo-neurons parallel, cosine 1 for non-negative inputs
     assert tfd.pseudo_neuron_cosine(tfd.weight_changes(g, f, 0.1)[0]) == pytest.approx(1)
     assert tfd.pseudo_neuron_cosine(dW[0]) < 0.99  # the category's change made by 3 samples is not
+    batched = tfd.pseudo_neuron_cosine(dW[:3])
+    assert batched.tolist() == pytest.approx([tfd.pseudo_neuron_cosine(dW[c]) for c in range(3)])
 
 
 def test_per_class_scores_tell_predicted_from_learned():

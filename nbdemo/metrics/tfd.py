@@ -124,10 +124,13 @@ def mean_weight_change(g, f_prev, lr):
 
 def class_weight_changes(g, f_prev, y, lr, n_classes):
     """E_{x ∈ X_c} ΔW|x = -lr · G_cᵀ F_prev,c / n_c for each category c, shape (n_classes, h, d): the change that the
-    samples of one category make together (NaN for a category absent from y)."""
-    onehot = torch.nn.functional.one_hot(y, n_classes).to(g.dtype)             # (n, k)
-    counts = onehot.sum(0)
-    return -lr * torch.einsum("nk,nh,nd->khd", onehot, g, f_prev) / counts[:, None, None]
+    samples of one category make together (NaN for a category absent from y). One (h × n_c)(n_c × d) product each."""
+    out = torch.full((n_classes, g.shape[1], f_prev.shape[1]), float("nan"), dtype=g.dtype, device=g.device)
+    for c in range(n_classes):
+        mask = y == c
+        if mask.any():
+            out[c] = -lr * g[mask].T @ f_prev[mask] / mask.sum()
+    return out
 
 
 def _unit(x, dim=-1):
@@ -151,15 +154,17 @@ def same_class_cosine(grads, y):
 
 def pseudo_neuron_cosine(dW):
     """Mean cos(Δw_i, Δw_j) over pairs i ≠ j of the columns of dW (h, d) (Fig. 2c); zero columns are skipped.
+    A stack (..., h, d) gives one value per matrix, as a tensor; one matrix gives a float. float64.
 
     A single sample's change is rank one (all its columns are parallel to g, cos = sign(f_i f_j)), so the paper's
-    quantity is informative for the change of a batch, e.g. `mean_weight_change` over the samples. float64.
+    quantity is informative only for the change of several samples, e.g. `class_weight_changes`.
     """
-    cols = dW.double().T
-    cols = cols[cols.norm(dim=1) > 0]
-    u = _unit(cols)
-    m, s = len(u), u.sum(0)
-    return (((s @ s) - m) / (m * (m - 1))).item()
+    cols = dW.double().transpose(-1, -2)                     # (..., d, h): the pseudo-neurons
+    norms = cols.norm(dim=-1)
+    u = cols / norms.clamp_min(1e-300)[..., None]            # zero columns stay zero and add nothing to s
+    m, s = (norms > 0).sum(-1).double(), u.sum(-2)
+    out = ((s * s).sum(-1) - m) / (m * (m - 1))
+    return out.item() if out.dim() == 0 else out
 
 
 def common_direction(dW):
