@@ -1,6 +1,7 @@
 """Analytic cases for the TFD quantities of nbdemo.metrics.tfd (gradients, weight changes, common directions)."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -125,6 +126,32 @@ def test_lemma3_o_is_one_without_noise():
     assert tfd.lemma3_o(dV, Fp, tfd.decompose(W, C)[0], g @ W).tolist() == pytest.approx([-1] * 6)
 
 
+def test_class_weight_changes_are_the_category_means():
+    torch.manual_seed(0)
+    g, f, y = torch.randn(9, 5, dtype=torch.float64), torch.rand(9, 4, dtype=torch.float64), torch.arange(9) % 3
+    dW = tfd.class_weight_changes(g, f, y, 0.1, 4)
+    for c in range(3):
+        assert torch.allclose(dW[c], tfd.weight_changes(g, f, 0.1)[y == c].mean(0))
+    assert torch.isnan(dW[3]).all()  # no sample of category 3
+    # one sample's change is rank one: all its pseudo-neurons parallel, cosine 1 for non-negative inputs
+    assert tfd.pseudo_neuron_cosine(tfd.weight_changes(g, f, 0.1)[0]) == pytest.approx(1)
+    assert tfd.pseudo_neuron_cosine(dW[0]) < 0.99  # the category's change made by 3 samples is not
+    batched = tfd.pseudo_neuron_cosine(dW[:3])
+    assert batched.tolist() == pytest.approx([tfd.pseudo_neuron_cosine(dW[c]) for c in range(3)])
+
+
+def test_per_class_scores_tell_predicted_from_learned():
+    y = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    always1 = torch.eye(4)[[1] * 8]                       # predicts category 1 for everything
+    recall, precision, share = tfd.per_class_scores(always1, y, 4)
+    assert recall.tolist() == [0, 1, 0, 0] and share.tolist() == [0, 1, 0, 0]
+    assert precision[1] == pytest.approx(0.25) and torch.isnan(precision[0])
+    learned = torch.eye(4)[[0, 0, 1, 1, 1, 1, 1, 1]]      # category 0 learned, the rest called 1
+    recall, precision, share = tfd.per_class_scores(learned, y, 4)
+    assert (recall[0], precision[0], share[0]) == (1, 1, 0.25)
+    assert (recall[1], precision[1]) == (1, pytest.approx(1 / 3))
+
+
 def test_per_class_accuracy():
     logits = torch.eye(3)[[0, 0, 1, 2, 2, 2]]
     acc = tfd.per_class_accuracy(logits, torch.tensor([0, 1, 1, 2, 2, 0]), 4)
@@ -133,16 +160,71 @@ def test_per_class_accuracy():
 
 # --- the shared first-phase definition and the inter-class feature similarity (TFD-1) -------------------------
 
-def test_first_phase_ends_at_the_first_significant_drop():
-    steps = [0, 10, 20, 30, 40]
-    loss = [math.log(10), 2.30, 2.28, 1.9, 1.2]  # 0.9 * ln 10 = 2.07: the drop is at step 30
-    assert tfd.first_phase(steps, loss, 10) == tfd.Phase(30, True)
+def plateau_then_drop(knee, steps, level=math.log(10), slope=-2e-3, noise=0.0, seed=0):
+    """A synthetic loss curve: flat at `level` up to step `knee`, then falling linearly, plus Gaussian noise."""
+    t = np.asarray(steps, dtype=float)
+    rng = np.random.default_rng(seed)
+    return level + slope * np.maximum(0, t - knee) + noise * rng.standard_normal(len(t))
+
+
+@pytest.mark.parametrize("knee, last", [(600, 600), (437, 420), (20, 20), (0, 0)])
+def test_first_phase_boundary_of_a_known_knee(knee, last):
+    steps = list(range(0, 2001, 20))
+    loss = np.maximum(plateau_then_drop(knee, steps), 0.2)
+    phase = tfd.first_phase(steps, loss, 10)
+    assert (phase.last, phase.second) == (last, last + 20)
+    assert phase.drop == steps[int(np.nonzero(loss < 0.9 * math.log(10))[0][0])]  # the detection lies later
+    assert phase.drop > phase.second or knee <= 20
+    assert phase.ended
+
+
+def test_first_phase_boundary_with_plateau_noise():
+    # eval-loss noise of 0.005 on a plateau at ln 10, then a drop of 0.01 per step: the knee is found within a record
+    steps = list(range(0, 1201, 20))
+    for seed in range(5):
+        loss = plateau_then_drop(580, steps, slope=-5e-4, noise=5e-3, seed=seed)
+        phase = tfd.first_phase(steps, loss, 10)
+        assert phase.last in (560, 580) and phase.second == phase.last + 20
+
+
+def test_first_phase_of_a_smooth_sigmoid_drop_ends_before_the_detection():
+    steps = np.arange(0, 2001, 20)
+    loss = math.log(10) - 2.0 / (1 + np.exp(-(steps - 1000) / 40))  # no sharp knee: it bends over ~800-950
+    phase = tfd.first_phase(steps, loss, 10)
+    assert 760 <= phase.last < phase.drop <= 960
+    assert all(loss[steps <= phase.last] > 0.97 * math.log(10))   # every first-phase record sits on the plateau
 
 
 def test_first_phase_plateau_level_is_chance_when_the_loss_starts_higher():
     steps = [0, 10, 20, 30]
     loss = [5.0, 2.3, 2.3, 2.3]  # falls from a large initial loss to ln 10 and sticks there: no learning
-    assert tfd.first_phase(steps, loss, 10) == tfd.Phase(30, False)
+    assert tfd.first_phase(steps, loss, 10) == tfd.Phase(30)
+    assert not tfd.first_phase(steps, loss, 10).ended
+
+
+def test_first_phase_ignores_a_start_up_transient_above_the_plateau():
+    steps = list(range(0, 1001, 20))
+    loss = plateau_then_drop(500, steps)
+    loss[:3] = [4.0, 3.2, 2.6]
+    phase = tfd.first_phase(steps, loss, 10)
+    assert (phase.last, phase.second) == (500, 520)
+
+
+def test_in_first_phase():
+    assert tfd.in_first_phase([0, 20, 40, 60], tfd.Phase(40, 60, 60)) == [0, 1, 2]
+
+
+def test_trend_of_monotone_flat_and_falling_series():
+    steps = list(range(12))
+    rho, rise = tfd.trend(steps, [0.1 * s for s in steps])
+    assert rho == pytest.approx(1) and rise == pytest.approx(0.9)  # last 3 mean 1.0, first 3 mean 0.1
+    rho, rise = tfd.trend(steps, [1 - 0.1 * s for s in steps])
+    assert rho == pytest.approx(-1) and rise == pytest.approx(-0.9)
+    # a rise anchored on one record: the end points say +0.5, the windows and the ranks say no trend
+    wobble = [0.5, 0.3, 0.4, 0.3, 0.5, 0.4, 0.3, 0.5, 0.4, 0.3, 0.4, 1.0]
+    rho, rise = tfd.trend(steps, wobble)
+    assert wobble[-1] - wobble[0] == pytest.approx(0.5) and rise < 0.2 and abs(rho) < 0.5
+    assert all(math.isnan(x) for x in tfd.trend([0, 1], [0.0, 1.0]))
 
 
 def test_interclass_cosine_matches_the_pairwise_mean():

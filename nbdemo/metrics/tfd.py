@@ -8,23 +8,75 @@ import torch
 
 @dataclass(frozen=True)
 class Phase:
-    """The first phase: it ends at step `end`; `ended` is False when the loss never dropped (learning sticking)."""
-    end: int
-    ended: bool
+    """The two phases of one run, on the grid of recorded steps (see `first_phase`).
+
+    last: the last recorded step of the first phase; second: the first recorded step of the second phase, or None
+    when the loss never dropped (learning sticking: a first phase as long as the budget); drop: the first recorded
+    step at which the loss is significantly below its plateau (what detects the second phase), or None.
+    """
+    last: int
+    second: int = None
+    drop: int = None
+
+    @property
+    def ended(self):
+        return self.second is not None
 
 
 def first_phase(steps, loss, n_classes, drop=0.1):
-    """The one definition of the first phase, used by every TFD notebook.
+    """The one definition of the two phases, used by every TFD notebook.
 
-    `loss` is the training loss on a fixed evaluation set, recorded at `steps`. The plateau level is
-    min(loss[0], ln k), the loss of a net that has learned nothing beyond chance. The first phase ends at the
-    first recorded step whose loss is below (1 - drop) times that level, i.e. the loss has dropped
-    significantly (10% by default). If it never does, the phase lasts the whole budget and `ended` is False.
+    The paper divides training by the training loss: in the first phase it "does not decrease significantly", in
+    the second it "suddenly begins to decrease" (§3, l.49; app. A, l.276), and the boundary is where the features
+    are least diverse (l.278). `loss` is the loss on a fixed evaluation set, recorded at `steps`.
+
+    1. The plateau level is min(loss[0], ln k), the loss of a net that has learned nothing beyond chance. The second
+       phase is detected at `drop`, the first record whose loss is below (1 - drop) times that level (a significant
+       decrease: 10% by default). That record already lies inside the decrease, so it does not mark its start.
+    2. The start of the decrease is the knee of a hinge fit, loss ≈ a + b·max(0, t - τ), least squares over the
+       records from the first one within `drop` of the plateau level up to `drop`, with τ on the grid of whole steps.
+       The first phase's last step `last` is the last record at or before τ; the second phase's first step
+       `second` is the next record. Every record up to `last` lies on the fitted plateau.
+    If the loss never drops, the first phase lasts the whole budget: last = steps[-1], second = drop = None.
     """
     steps, loss = np.asarray(steps), np.asarray(loss, dtype=float)
     level = min(loss[0], math.log(n_classes))
     below = np.nonzero(loss < (1 - drop) * level)[0]
-    return Phase(int(steps[below[0]]), True) if len(below) else Phase(int(steps[-1]), False)
+    if not len(below):
+        return Phase(int(steps[-1]))
+    i = int(below[0])
+    start = int(np.nonzero(loss[:i + 1] <= (1 + drop) * level)[0][0])
+    t, y = steps[start:i + 1].astype(float), loss[start:i + 1]
+    if len(t) < 2:
+        return Phase(int(steps[i - 1]), int(steps[i]), int(steps[i]))
+    tau = np.arange(t[0], t[-1])[:, None]                           # candidate knees, one whole step apart
+    x = np.maximum(0.0, t[None, :] - tau)                            # (candidates, records)
+    xc, yc = x - x.mean(1, keepdims=True), y - y.mean()
+    sxx, sxy = (xc * xc).sum(1), (xc * yc).sum(1)
+    sse = (yc * yc).sum() - np.where(sxx > 0, sxy ** 2 / np.where(sxx > 0, sxx, 1), 0.0)
+    knee = tau[int(np.argmin(sse)), 0]                              # the first of equally good knees
+    j = start + int(np.searchsorted(t, knee, side="right")) - 1      # last record at or before the knee
+    return Phase(int(steps[j]), int(steps[j + 1]), int(steps[i]))
+
+
+def in_first_phase(steps, phase):
+    """The indices of the records that lie in the first phase (step <= phase.last)."""
+    return [i for i, s in enumerate(steps) if s <= phase.last]
+
+
+def trend(steps, values):
+    """Two statistics of "keeps increasing" over a series, fixed for every TFD notebook.
+
+    rho: Spearman's rank correlation of the values with the step (1 for a monotone rise, about 0 without a trend);
+    rise: the mean over the last quarter of the records minus the mean over the first quarter (at least one record
+    each), so that no single record (a start-up transient, a dip at the boundary) decides it. NaN with < 3 records.
+    """
+    from scipy.stats import spearmanr
+    v = np.asarray(values, dtype=float)
+    if len(v) < 3:
+        return float("nan"), float("nan")
+    q = max(1, len(v) // 4)
+    return float(spearmanr(steps, v).statistic), float(v[-q:].mean() - v[:q].mean())
 
 
 def interclass_cosine(F, y):
@@ -70,6 +122,17 @@ def mean_weight_change(g, f_prev, lr):
     return -lr * g.T @ f_prev / len(g)
 
 
+def class_weight_changes(g, f_prev, y, lr, n_classes):
+    """E_{x ∈ X_c} ΔW|x = -lr · G_cᵀ F_prev,c / n_c for each category c, shape (n_classes, h, d): the change that the
+    samples of one category make together (NaN for a category absent from y). One (h × n_c)(n_c × d) product each."""
+    out = torch.full((n_classes, g.shape[1], f_prev.shape[1]), float("nan"), dtype=g.dtype, device=g.device)
+    for c in range(n_classes):
+        mask = y == c
+        if mask.any():
+            out[c] = -lr * g[mask].T @ f_prev[mask] / mask.sum()
+    return out
+
+
 def _unit(x, dim=-1):
     x = x.double()
     return x / x.norm(dim=dim, keepdim=True).clamp_min(1e-300)
@@ -91,15 +154,17 @@ def same_class_cosine(grads, y):
 
 def pseudo_neuron_cosine(dW):
     """Mean cos(Δw_i, Δw_j) over pairs i ≠ j of the columns of dW (h, d) (Fig. 2c); zero columns are skipped.
+    A stack (..., h, d) gives one value per matrix, as a tensor; one matrix gives a float. float64.
 
     A single sample's change is rank one (all its columns are parallel to g, cos = sign(f_i f_j)), so the paper's
-    quantity is informative for the change of a batch, e.g. `mean_weight_change` over the samples. float64.
+    quantity is informative only for the change of several samples, e.g. `class_weight_changes`.
     """
-    cols = dW.double().T
-    cols = cols[cols.norm(dim=1) > 0]
-    u = _unit(cols)
-    m, s = len(u), u.sum(0)
-    return (((s @ s) - m) / (m * (m - 1))).item()
+    cols = dW.double().transpose(-1, -2)                     # (..., d, h): the pseudo-neurons
+    norms = cols.norm(dim=-1)
+    u = cols / norms.clamp_min(1e-300)[..., None]            # zero columns stay zero and add nothing to s
+    m, s = (norms > 0).sum(-1).double(), u.sum(-2)
+    out = ((s * s).sum(-1) - m) / (m * (m - 1))
+    return out.item() if out.dim() == 0 else out
 
 
 def common_direction(dW):
@@ -172,7 +237,20 @@ def lemma3_o(dV, f_prev, V, dF_prev):
 
 
 def per_class_accuracy(logits, y, n_classes):
-    """Accuracy of argmax(logits) within each class, shape (n_classes,); NaN for a class absent from y."""
+    """Accuracy of argmax(logits) within each class (its recall), shape (n_classes,); NaN for a class absent from y."""
     hit = (logits.argmax(-1) == y).double()
     count = torch.bincount(y, minlength=n_classes).double()
     return torch.bincount(y, weights=hit, minlength=n_classes) / count
+
+
+def per_class_scores(logits, y, n_classes):
+    """Per category c: recall (= per-class accuracy), precision, and the predicted share P(ŷ = c), each (n_classes,).
+
+    A net that predicts c for a share q of all samples, whatever they show, has recall q and precision P(y = c) for c,
+    so high recall alone may mean "predicted", not "learned"; recall − share and precision separate the two.
+    Precision is NaN for a category that is never predicted."""
+    pred = logits.argmax(-1)
+    recall = per_class_accuracy(logits, y, n_classes)
+    hits = torch.bincount(pred[pred == y], minlength=n_classes).double()
+    predicted = torch.bincount(pred, minlength=n_classes).double()
+    return recall, hits / predicted, predicted / len(y)
