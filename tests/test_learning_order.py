@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from nbdemo.metrics.learning_order import (accessibility, amplify_components, correlation, critical_frequency,
-                                           critical_level, critical_principal_component, discriminability,
+                                           critical_level, critical_principal_component, discriminability, first_level,
                                            frequency_label, frequency_sums, project_top, steps_to)
 
 
@@ -50,6 +50,11 @@ def test_critical_level_needs_every_level_above_to_be_correct():
     assert critical_level(correct).tolist() == [1, 4, 3, 5]
 
 
+def test_first_level_is_the_first_correct_level_whatever_follows():
+    correct = torch.tensor([[1, 1, 1, 1], [0, 1, 0, 1], [0, 0, 1, 1], [1, 1, 1, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    assert first_level(correct).tolist() == [1, 2, 3, 1, 5]
+
+
 def test_critical_principal_component_of_an_axis_aligned_classifier():
     # In principal coordinates, x = (a, b): class is the sign of b for the classifier W = [[0, 1], [0, -1]].
     # Using one component the scores tie at 0 (argmax picks class 0); with both they are right.
@@ -69,8 +74,10 @@ def test_frequency_sums_and_critical_frequency_analytic():
     w = torch.tensor([0.5, 0.5])
     y = frequency_label(z, w, kappa, phi)
     assert y.tolist() == [1, 0]
-    # point 1: λ1 says 1 (0.5 > 0), λ2 says 0, λ3 says 1 -> critical κ = 2; point 2: wrong at κ=0,1 -> 2
-    assert critical_frequency(z, w, y, kappa, phi).tolist() == [2.0, 2.0]
+    # point 1: λ1 says 1 (0.5 > 0), λ2 says 0, λ3 says 1 -> critical κ = 0 (l.364: the smallest j that classifies
+    # it), where "correct from there on", the critical principal component's rule, would give 2; point 2: wrong at
+    # κ = 0, 1 -> 2
+    assert critical_frequency(z, w, y, kappa, phi).tolist() == [0.0, 2.0]
     w = torch.tensor([-0.5, 2.0])
     y = frequency_label(z, w, kappa, phi)
     assert critical_frequency(z, w, y, kappa, phi).tolist() == [0.0, 0.0]

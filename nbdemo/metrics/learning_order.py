@@ -2,10 +2,12 @@
 
 Conventions. Data matrices are rows, X (n, q). `U` (q, q) holds the principal directions as columns,
 ordered by decreasing singular value (as `nbdemo.metrics.pcb.principal_coordinates` returns them), so
-`X @ U` are the principal coordinates. A "level" is a number of components (or frequencies) used,
-and a *critical* level is the first level from which an example stays correctly classified at every
-level above it (the paper's "P principal components or more"). Examples never classified correctly,
-not even at the last level, get the sentinel m + 1 (m = number of levels). All functions are pure.
+`X @ U` are the principal coordinates. A "level" is a number of components (or frequencies) used.
+The paper defines its two critical levels differently, and so does this module: the *critical principal
+component* (§4.2, l.331) is the first level from which an example stays correctly classified at every
+level above it ("P principal components or more"), the *critical frequency* (§5.2, l.364) the smallest
+level at which it is classified correctly. Examples with no such level get the sentinel m + 1
+(m = number of levels). All functions are pure.
 """
 import math
 
@@ -56,6 +58,14 @@ def critical_level(correct):
     return last_wrong + 1
 
 
+def first_level(correct):
+    """correct (n, m) bool, as for `critical_level`. Returns (n,) int64: the smallest level P (1..m) at which
+    the example is correct, whatever the levels above it; m + 1 if it is correct at none."""
+    m = correct.shape[1]
+    idx = torch.arange(1, m + 1, device=correct.device).expand_as(correct)
+    return torch.where(correct, idx, torch.full_like(idx, m + 1)).amin(dim=1)
+
+
 def critical_principal_component(X, y, W, U):
     """The critical principal component (§4.2) of each row of X for the linear classifier W (K, q).
 
@@ -83,10 +93,11 @@ def frequency_label(z, w, kappa, phi, upto=None):
 
 
 def critical_frequency(z, w, y, kappa, phi):
-    """The critical frequency (§5.2): κ_j for the smallest j from which the partial boundary λ_j
-    (and every λ_j' with j' > j) classifies (z, w) as y. Returns (n,) float64; NaN if λ_m itself errs."""
+    """The critical frequency (§5.2, l.364): κ_j for "the smallest j ∈ [m] such that λ_j(z) = Σ_{i≤j} freq_i(z)
+    classifies the example correctly". Unlike the critical principal component, a level above j may misclassify it
+    again. Returns (n,) float64; NaN if no λ_j classifies it (impossible for points labelled by λ_m itself)."""
     pred = (w.double()[:, None] > frequency_sums(z, kappa, phi)).long()
-    level = critical_level(pred == y[:, None])
+    level = first_level(pred == y[:, None])
     kappa = torch.as_tensor(kappa, dtype=torch.float64, device=z.device)
     return torch.where(level <= len(kappa), kappa[(level - 1).clamp(max=len(kappa) - 1)],
                        torch.full_like(kappa[:1], float("nan")))
