@@ -5,7 +5,7 @@ import torch
 
 from nbdemo.metrics.learning_order import (accessibility, amplify_components, correlation, critical_frequency,
                                            critical_level, critical_principal_component, discriminability, first_level,
-                                           frequency_label, frequency_sums, project_top, steps_to)
+                                           frequency_label, frequency_sums, learning_time, project_top, steps_to)
 
 
 def rotation(q, seed=0):
@@ -35,11 +35,37 @@ def test_amplify_scales_one_and_a_half_percent_then_renormalises(which, amplifie
         assert float(gain[j]) == pytest.approx(10.0 if j in amplified else 1.0, rel=1e-9)
 
 
+def test_amplify_with_rank_takes_the_bottom_components_that_carry_variance():
+    # 60 points in 100 dimensions: only the first 60 principal components carry variance. ceil(0.015 * 60) = 1.
+    q, r = 100, 60
+    U = rotation(q, 3)
+    C = torch.zeros(r, q, dtype=torch.float64)
+    C[:, :r] = torch.randn(r, r, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    X = C @ U.T
+    plain = amplify_components(X, U, factor=1.0)
+    # without the rank, the bottom 2 of 100 directions are empty: the data does not change at all
+    assert torch.allclose(amplify_components(X, U, which="bottom"), plain, atol=1e-12)
+    Z = amplify_components(X, U, which="bottom", rank=r)
+    gain = (Z @ U)[:, :r].std(0) / (plain @ U)[:, :r].std(0)  # per-component gain, up to the renormalisation
+    gain = gain / gain[0]
+    assert torch.allclose(gain, torch.tensor([1.0] * (r - 1) + [10.0], dtype=torch.float64), rtol=1e-9)
+    top = amplify_components(X, U, which="top", rank=r) @ U
+    assert float(top[:, 0].std() / top[:, 1].std()) == pytest.approx(10 * float(C[:, 0].std() / C[:, 1].std()), rel=1e-9)
+
+
 def test_accessibility_is_the_mean_over_networks_and_epochs():
     correct = torch.zeros(2, 4, 3, dtype=torch.bool)
     correct[:, :, 0] = True          # always right
     correct[0, 2:, 1] = True         # one network, second half of training
     assert accessibility(correct).tolist() == [1.0, 0.25, 0.0]
+
+
+def test_learning_time_is_the_first_record_from_which_the_example_stays_right():
+    # records 1..4, two networks, three examples
+    correct = torch.tensor([[[1, 0, 1], [1, 0, 0], [1, 1, 1], [1, 1, 1]],    # net 0: 1, 3, 3
+                            [[1, 0, 0], [1, 0, 0], [1, 0, 1], [1, 0, 0]]],   # net 1: 1, never (5), 5 (relapses)
+                           dtype=torch.bool)
+    assert learning_time(correct).tolist() == [1.0, 4.0, 4.0]
 
 
 def test_critical_level_needs_every_level_above_to_be_correct():
