@@ -144,6 +144,19 @@ class SmallVGG(nn.Module):
         return x
 
 
+def glorot_(model):
+    """Glorot-uniform weights and zero biases for every convolution and linear layer of `model`, in place; returns it.
+
+    The paper's networks are initialised with Glorot uniform (§3.1, l.256; app. D.2, l.866); it says nothing of the
+    biases, which we set to 0 (the usual companion of Glorot init). Fan-in and fan-out count the kernel's area.
+    """
+    for layer in model.modules():
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+    return model
+
+
 def cnn_compact_weight(model, params, in_shape):
     """Compact representation (N, K, q) of a stacked CNN ensemble: its linear surrogate's map, biases removed,
     read off by feeding the q standard basis images: W[:, :, j] = f_lin(e_j) - f_lin(0).

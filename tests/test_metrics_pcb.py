@@ -196,3 +196,28 @@ def test_relu_model_starts_linear_and_cnn_compact_is_its_surrogate():
     x = torch.randn(2, 1, 8, 8)
     with torch.no_grad():
         assert torch.allclose(lin(x) - lin(torch.zeros(1, 1, 8, 8)), x.reshape(2, -1) @ W.T, atol=1e-5)
+
+
+def test_gram_stats_from_scale_factors_match_the_full_matrices():
+    """A_l, B_l read off their factors give the statistics of the matrices of Eq. 7 (3 members, every layer)."""
+    g = torch.Generator().manual_seed(0)
+    Ws = [torch.randn(3, b, a, generator=g, dtype=torch.float64) / a ** 0.5 for a, b in [(7, 6), (6, 6), (6, 2)]]
+    A, B = pcb.gradient_scale_matrices(Ws)
+    for l in (1, 2, 3):
+        F, G = pcb.scale_factors(Ws, l)
+        for M, factor in ((A[l - 1], F), (B[l - 1], G)):
+            s = pcb.gram_stats(factor, 1.5, full=True)
+            ref = pcb.scale_matrix_stats(M, 1.5)
+            assert s == pytest.approx({**ref, "sq_dev": s["sq_dev"]})
+            assert s["sq_dev"] == pytest.approx((M - 1.5 * torch.eye(M.shape[-1], dtype=torch.float64)).pow(2).mean().item())
+
+
+def test_glorot_init_has_zero_biases_and_the_glorot_variance():
+    from nbdemo.pcb import SmallVGG, glorot_
+    torch.manual_seed(0)
+    net = glorot_(SmallVGG((1, 16, 16), channels=(16,), hidden=64, n_classes=2))
+    conv, fc = net.features[0], net.head[1]
+    for layer, fan_in, fan_out in ((conv, 9, 16 * 9), (fc, 16 * 8 * 8, 64)):
+        bound = (6 / (fan_in + fan_out)) ** 0.5
+        assert torch.all(layer.bias == 0) and layer.weight.abs().max() <= bound
+        assert layer.weight.var().item() == pytest.approx(bound ** 2 / 3, rel=0.15)

@@ -158,3 +158,39 @@ def scale_matrix_stats(M, scale):
     off = M[..., ~torch.eye(k, dtype=torch.bool, device=M.device)]
     return {"diag_dev": (diag - scale).abs().mean().item(), "offdiag_mean": off.mean().item(),
             "offdiag_rms": off.pow(2).mean().sqrt().item()}
+
+
+def scale_factors(weights, l):
+    """Factors of the gradient scale matrices of layer l (1-based) for weights [W_1, ..., W_L], float64:
+    A_l = FᵀF with F = (W_L ⋯ W_{l+1})ᵀ (..., m_l, K) and B_l = GᵀG with G = W_{l-1} ⋯ W_1 (..., m_{l-1}, q)
+    (Eq. 7; empty products are the identity). Returns (F, G); `gram_stats` reads A_l, B_l off them.
+    """
+    weights = [W.double() for W in weights]
+    K, q = weights[-1].shape[-2], weights[0].shape[-1]
+    top = torch.eye(K, dtype=torch.float64, device=weights[0].device)
+    for W in reversed(weights[l:]):
+        top = top @ W
+    bottom = torch.eye(q, dtype=torch.float64, device=weights[0].device)
+    for W in weights[:l - 1]:
+        bottom = W @ bottom
+    return top.transpose(-1, -2), bottom
+
+
+def gram_stats(F, scale, full=False):
+    """`scale_matrix_stats` of M = FᵀF (..., k, k) read off its factor F (..., r, k) without forming M, float64.
+
+    'diag_dev' and 'offdiag_mean' use diag M = column norms² of F and the sum of M's entries, ‖F 1‖², at cost
+    O(r k). With full=True also 'offdiag_rms' and 'sq_dev' = mean of (M - scale·I)² over the k² entries, through
+    ‖M‖_F² = ‖F Fᵀ‖_F² (cost O(r² k)). Means are over the entries and any leading axes.
+    """
+    F = F.double()
+    k = F.shape[-1]
+    diag = F.pow(2).sum(-2)
+    total = F.sum(-1).pow(2).sum(-1)
+    out = {"diag_dev": (diag - scale).abs().mean().item(),
+           "offdiag_mean": ((total - diag.sum(-1)) / (k * (k - 1))).mean().item()}
+    if full:
+        frob2 = (F @ F.transpose(-1, -2)).pow(2).sum((-2, -1))
+        out["offdiag_rms"] = ((frob2 - diag.pow(2).sum(-1)) / (k * (k - 1))).mean().sqrt().item()
+        out["sq_dev"] = ((frob2 - 2 * scale * diag.sum(-1) + scale ** 2 * k) / k ** 2).mean().item()
+    return out
