@@ -14,7 +14,7 @@ import nbformat
 import pytest
 import yaml
 
-from nbdemo import runner
+from nbdemo import cli, results, runner
 from nbdemo.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ROOT, Verdict
 from nbdemo.train import History
 
@@ -132,46 +132,50 @@ MALFORMED = [("paper: {steps: [1, 2\n", "is not valid YAML"), ("paper: 3\n", "pa
              ("- just a list\n", "(the file) is not")]
 
 
-@pytest.fixture(scope="module")
-def refusals(tmp_path_factory):
-    """Every refused command line, started at once (each pays for importing torch), as {case: (process, folder)}.
-    A malformed profile file is put in a copy of nbdemo/profiles that the command is pointed to."""
-    started = {}
-    for i, (args, _) in enumerate(REFUSED):
-        started["cli", i] = (NBDEMO + args, tmp_path_factory.mktemp("cli"), None)
-    for i, (text, _) in enumerate(MALFORMED):
-        for j, args in enumerate([["run", "TFD-1", "--profile", "paper"],
-                                  ["sweep", "TFD-1", "--seeds", "0-1", "--profile", "paper"]]):
-            tmp = tmp_path_factory.mktemp("profile")
-            shutil.copytree(runner.PROFILES, tmp / "profiles")
-            (tmp / "profiles" / "TFD-1.yml").write_text(text)
-            code = (f"import sys; from nbdemo import runner, cli; from pathlib import Path; "
-                    f"runner.PROFILES = Path({str(tmp / 'profiles')!r}); cli.main(sys.argv[1:])")
-            started["profile", i, j] = ([sys.executable, "-c", code, *args], tmp, tmp / "profiles")
-    procs = {}
-    for key, (cmd, tmp, _) in started.items():
-        env = {**os.environ, "NBDEMO_BUILD": str(tmp / "build"), "NBDEMO_RESULTS": str(tmp / "results")}
-        procs[key] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    done = {key: p.communicate(timeout=300) for key, p in procs.items()}
-    return {key: (p.returncode, *done[key], *started[key][1:]) for key, p in procs.items()}
+@pytest.fixture
+def nbdemo_cli(tmp_path, monkeypatch, capsys):
+    """The real command line, `nbdemo.cli.main` (what the `nbdemo` script calls), in this process, where torch is
+    imported already: each case takes milliseconds rather than a new interpreter's seconds. build/ and results/ are
+    in tmp_path. Returns a function: arguments -> (exit status, what stderr shows)."""
+    monkeypatch.setattr(runner, "BUILD", tmp_path / "build")
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+
+    def call(args):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(args)
+        code = stop.value.code  # sys.exit("text") prints the text to stderr and exits with 1
+        err = capsys.readouterr().err + ("" if code is None or isinstance(code, int) else f"{code}\n")
+        return (code if isinstance(code, int) else 1), err
+    return call
 
 
-def _refused_in_one_line(result, message):
-    code, _, err, tmp, keep = result
+def _refused_in_one_line(code, err, message, tmp, keep=None):
     assert code == 2 and message in err, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert [p for p in tmp.iterdir() if p != keep] == []  # nothing ran, nothing was written
 
 
-@pytest.mark.parametrize("case", range(len(REFUSED)), ids=[" ".join(a) for a, _ in REFUSED])
-def test_cli_refuses_bad_input_in_one_line_before_running(refusals, case):
-    _refused_in_one_line(refusals["cli", case], REFUSED[case][1])
+@pytest.mark.parametrize("args, message", REFUSED, ids=[" ".join(a) for a, _ in REFUSED])
+def test_cli_refuses_bad_input_in_one_line_before_running(nbdemo_cli, tmp_path, args, message):
+    _refused_in_one_line(*nbdemo_cli(args), message, tmp_path)
 
 
-@pytest.mark.parametrize("case", range(len(MALFORMED)), ids=[m for _, m in MALFORMED])
-def test_a_malformed_profile_file_is_refused_in_one_line(refusals, case):
-    for j in range(2):  # nbdemo run and nbdemo sweep
-        _refused_in_one_line(refusals["profile", case, j], MALFORMED[case][1])
+@pytest.mark.parametrize("text, message", MALFORMED, ids=[m for _, m in MALFORMED])
+def test_a_malformed_profile_file_is_refused_in_one_line(nbdemo_cli, tmp_path, monkeypatch, text, message):
+    profiles = tmp_path / "profiles"  # a copy of nbdemo/profiles with TFD-1's file broken
+    shutil.copytree(runner.PROFILES, profiles)
+    (profiles / "TFD-1.yml").write_text(text)
+    monkeypatch.setattr(runner, "PROFILES", profiles)
+    for args in (["run", "TFD-1", "--profile", "paper"], ["sweep", "TFD-1", "--seeds", "0-1", "--profile", "paper"]):
+        _refused_in_one_line(*nbdemo_cli(args), message, tmp_path, keep=profiles)
+
+
+def test_the_installed_script_refuses_in_one_line_too(tmp_path):
+    """The same refusal from the `nbdemo` script in a new process, as a user types it."""
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "NBDEMO_RESULTS": str(tmp_path / "results")}
+    r = subprocess.run([str(Path(sys.executable).with_name("nbdemo")), "run", "TFD-9"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    _refused_in_one_line(r.returncode, r.stderr, "unknown claim 'TFD-9'; did you mean TFD-", tmp_path)
 
 
 def test_seed_lists_and_ranges_are_read_alike():
