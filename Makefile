@@ -31,13 +31,12 @@ endif
 book: setup
 	$(BIN)/nbdemo book --strict
 
-# Tests run on TEST_WORKERS pytest-xdist workers (test_book's on one, which builds the book once); nbval keeps each
-# notebook's cells on one worker (--dist loadscope).
+# Tests run on TEST_WORKERS pytest-xdist workers; nbval keeps each notebook's cells on one worker (--dist loadscope).
 # Every kernel keeps torch's own thread count, so nbval compares the numbers of a run by hand.
 TEST_WORKERS ?= 2
 
 test: setup
-	$(BIN)/pytest tests -n $(TEST_WORKERS) --dist loadgroup --durations=15
+	$(BIN)/pytest tests -n $(TEST_WORKERS) --durations=15
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --nbval-lax --nbval-current-env \
 	  --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=15 notebooks/
 

@@ -19,8 +19,6 @@ from selenium.webdriver.support.wait import WebDriverWait
 from nbdemo import book, results, runner
 from nbdemo.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, PAPERS, REPRODUCED
 
-# One book build and one browser for the module: under `make test` its tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("book")
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -71,7 +71,7 @@ def test_a_sweep_stores_every_run_and_a_rerun_starts_none(cluster):
 def test_a_worker_killed_mid_sweep_loses_only_its_run_in_flight(cluster):
     address, workers = cluster
     alone = next(w for w in workers if w.args[-1] == "--no-nanny")  # its children are its notebook kernels
-    seeds, log = [0, 1, 2], []  # the killed worker's run goes to the other worker, which runs all three
+    seeds, log = [0, 1, 2], []  # the killed worker's run goes to the other worker
     job = threading.Thread(target=lambda: log.append(
         sweep.sweep([CLAIM], seeds, overrides=SMALL, scheduler=address, log=lambda *_: None)))
     job.start()
