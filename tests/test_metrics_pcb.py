@@ -12,6 +12,21 @@ def rand(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
+def scale_matrices(weights):
+    """A_l = FᵀF, B_l = GᵀG (Eq. 7) for l = 1..L, formed from `pcb.scale_factors`."""
+    factors = [pcb.scale_factors(weights, l) for l in range(1, len(weights) + 1)]
+    return [F.mT @ F for F, _ in factors], [G.mT @ G for _, G in factors]
+
+
+def matrix_stats(M, scale):
+    """The statistics `pcb.gram_stats` reads off a factor, computed on the whole matrix M (..., k, k)."""
+    k = M.shape[-1]
+    diag, off = torch.diagonal(M, dim1=-2, dim2=-1), M[..., ~torch.eye(k, dtype=torch.bool)]
+    return {"diag_dev": (diag - scale).abs().mean().item(), "offdiag_mean": off.mean().item(),
+            "offdiag_rms": off.pow(2).mean().sqrt().item(),
+            "sq_dev": (M - scale * torch.eye(k, dtype=M.dtype)).pow(2).mean().item()}
+
+
 def test_principal_coordinates_diagonal_data():
     X = torch.tensor([[0.0, 3.0, 0.0], [0.0, 0.0, -2.0], [1.0, 0.0, 0.0]])
     U, d = pcb.principal_coordinates(X)
@@ -19,10 +34,12 @@ def test_principal_coordinates_diagonal_data():
     assert torch.allclose(U, torch.tensor([[0.0, 0, 1], [1, 0, 0], [0, 1, 0]], dtype=torch.float64))
 
 
-def test_principal_coordinates_diagonalise_sigma():
-    X = rand(50, 6) * torch.arange(1, 7)
+@pytest.mark.parametrize("n", [50, 4])  # more rows than columns (eigh of XᵀX), fewer (SVD of X)
+def test_principal_coordinates_diagonalise_sigma(n):
+    X = rand(n, 6) * torch.arange(1, 7)
     U, d = pcb.principal_coordinates(X)
-    assert torch.all(d[:-1] >= d[1:])
+    assert torch.all(d[:-1] >= d[1:]) and torch.all(d[n:] == 0)
+    assert torch.allclose(U.T @ U, torch.eye(6, dtype=torch.float64), atol=1e-12)
     assert torch.allclose(U.T @ (X.T @ X) @ U, torch.diag(d), atol=1e-9)
 
 
@@ -34,7 +51,12 @@ def test_w_opt_recovers_a_linear_map():
 def test_w_opt_ignores_unspanned_directions():
     X = torch.cat([rand(40, 2), torch.zeros(40, 1, dtype=torch.float64)], 1)
     Wo = pcb.w_opt(X, rand(40, 2, seed=3))
-    assert torch.all(Wo[:, 2] == 0)
+    assert torch.allclose(Wo[:, 2], torch.zeros(2, dtype=torch.float64), atol=1e-12)
+
+
+def test_w_opt_with_fewer_rows_than_columns_is_the_minimum_norm_solution():
+    X, Y = rand(4, 9, seed=4), rand(4, 2, seed=5)
+    assert torch.allclose(pcb.w_opt(X, Y), torch.linalg.lstsq(X, Y, driver="gelsd").solution.T, atol=1e-10)
 
 
 def test_compact_weight_list_dict_and_module():
@@ -49,8 +71,9 @@ def test_compact_weight_list_dict_and_module():
     assert torch.allclose(net(x), x @ pcb.compact_weight(net).T)
 
 
-def test_zca_whiten_spectrum_and_transform():
-    X = rand(200, 4) * torch.tensor([4.0, 2.0, 1.0, 0.1]) + 3
+@pytest.mark.parametrize("n", [200, 3])
+def test_zca_whiten_spectrum_and_transform(n):
+    X = rand(n, 4) * torch.tensor([4.0, 2.0, 1.0, 0.1]) + 3
     eps = 1e-2
     Xw, f = pcb.zca_whiten(X, eps)
     lam, V = torch.linalg.eigh(torch.cov(X.T, correction=0))
@@ -111,7 +134,7 @@ def test_gradient_scale_matrices_give_the_first_order_step():
     q, m, K, n = 5, 6, 2, 20
     X, Y = rand(n, q, seed=1), rand(n, K, seed=2)
     Ws = [rand(m, q, seed=3) / 3, rand(m, m, seed=4) / 3, rand(K, m, seed=5) / 3]
-    A, B = pcb.gradient_scale_matrices(Ws)
+    A, B = scale_matrices(Ws)
     Er = pcb.compact_weight(Ws) @ X.T @ X - Y.T @ X
     first_order = -sum(a @ Er @ b for a, b in zip(A, B))
     errors = []
@@ -136,17 +159,17 @@ def test_scale_expectations_match_theorem_3_and_sampling():
     g = torch.Generator().manual_seed(0)
     Ws = [torch.randn(200, m_out, m_in, generator=g, dtype=torch.float64) * v ** 0.5
           for m_in, m_out, v in [(10, 20, 0.1), (20, 5, 0.3)]]
-    A, B = pcb.gradient_scale_matrices(Ws)
-    assert pcb.scale_matrix_stats(A[0].mean(0), 6.0)["diag_dev"] < 0.3
-    assert pcb.scale_matrix_stats(B[1].mean(0), 2.0)["diag_dev"] < 0.1
+    A, B = scale_matrices(Ws)
+    assert matrix_stats(A[0].mean(0), 6.0)["diag_dev"] < 0.3
+    assert matrix_stats(B[1].mean(0), 2.0)["diag_dev"] < 0.1
 
 
-def test_scale_matrix_stats():
+def test_gram_stats_of_a_known_matrix():
     M = torch.full((3, 3), 0.5, dtype=torch.float64)
     M.diagonal().copy_(torch.tensor([2.0, 2.5, 1.5]))
-    s = pcb.scale_matrix_stats(M, 2.0)
+    s = pcb.gram_stats(torch.linalg.cholesky(M).mT, 2.0, full=True)
     assert s["diag_dev"] == pytest.approx(1 / 3) and s["offdiag_mean"] == pytest.approx(0.5)
-    assert s["offdiag_rms"] == pytest.approx(0.5)
+    assert s["offdiag_rms"] == pytest.approx(0.5) and s["sq_dev"] == pytest.approx(2 / 9)
 
 
 def test_train_linear_full_batch_is_plain_gd_on_the_compact_weight():
@@ -199,17 +222,13 @@ def test_relu_model_starts_linear_and_cnn_compact_is_its_surrogate():
 
 
 def test_gram_stats_from_scale_factors_match_the_full_matrices():
-    """A_l, B_l read off their factors give the statistics of the matrices of Eq. 7 (3 members, every layer)."""
+    """A_l, B_l read off their factors give the statistics of the matrices of Eq. 7 (3 members, every layer; factors
+    with more rows than columns, B_3's (6, 7), and fewer, A_1's (6, 2))."""
     g = torch.Generator().manual_seed(0)
     Ws = [torch.randn(3, b, a, generator=g, dtype=torch.float64) / a ** 0.5 for a, b in [(7, 6), (6, 6), (6, 2)]]
-    A, B = pcb.gradient_scale_matrices(Ws)
     for l in (1, 2, 3):
-        F, G = pcb.scale_factors(Ws, l)
-        for M, factor in ((A[l - 1], F), (B[l - 1], G)):
-            s = pcb.gram_stats(factor, 1.5, full=True)
-            ref = pcb.scale_matrix_stats(M, 1.5)
-            assert s == pytest.approx({**ref, "sq_dev": s["sq_dev"]})
-            assert s["sq_dev"] == pytest.approx((M - 1.5 * torch.eye(M.shape[-1], dtype=torch.float64)).pow(2).mean().item())
+        for factor in pcb.scale_factors(Ws, l):
+            assert pcb.gram_stats(factor, 1.5, full=True) == pytest.approx(matrix_stats(factor.mT @ factor, 1.5))
 
 
 def test_glorot_init_has_zero_biases_and_the_glorot_variance():

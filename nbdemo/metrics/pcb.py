@@ -10,6 +10,21 @@ are done in float64 and returned in float64. All functions are pure: they never 
 import torch
 
 
+def gram_eigh(X):
+    """Eigendecomposition XᵀX = U diag(d) Uᵀ of the rows X (n, q), float64: (d, U), d (q,) descending and clamped
+    at 0, U (q, q) orthogonal. With fewer rows than columns it goes through the SVD of X, whose squared singular
+    values are the nonzero eigenvalues (the other q - n are 0): O(n q²) instead of the O(q³) of diagonalising XᵀX,
+    10 times faster for 320 rows of CIFAR's 3,072 inputs. The basis of the null space (d_j = 0) is arbitrary either way.
+    """
+    X = X.double()
+    n, q = X.shape
+    if n < q:
+        _, s, Vh = torch.linalg.svd(X, full_matrices=True)
+        return torch.cat([s ** 2, s.new_zeros(q - n)]), Vh.T
+    d, U = torch.linalg.eigh(X.T @ X)
+    return d.flip(0).clamp_min(0), U.flip(1)
+
+
 def principal_coordinates(X):
     """Principal coordinate system of Def. 1: Σ_XX = XᵀX = U diag(d) Uᵀ.
 
@@ -17,9 +32,7 @@ def principal_coordinates(X):
     (eigenvalues of the uncentered sum XᵀX, clamped at 0). With a loss averaged over the n samples, the rate of
     Eq. 10 uses d / n. Each direction's sign is fixed so that its largest-magnitude entry is positive.
     """
-    X = X.double()
-    d, U = torch.linalg.eigh(X.T @ X)
-    d, U = d.flip(0).clamp_min(0), U.flip(1)
+    d, U = gram_eigh(X)
     rows = U.abs().argmax(0)
     U = U * torch.sign(U[rows, torch.arange(U.shape[1])])
     return U, d
@@ -31,8 +44,9 @@ def w_opt(X, Y, rcond=1e-10):
     Y is (n, K) (one-hot or ±1 targets). Σ_XX is pseudo-inverted, dropping eigenvalues below rcond·d_1, so
     W_opt has no component along directions the data does not span.
     """
-    X, Y = X.double(), Y.double()
-    return Y.T @ X @ torch.linalg.pinv(X.T @ X, rtol=rcond, hermitian=True)
+    d, U = gram_eigh(X)
+    U = U[:, d > rcond * d[0]]
+    return (Y.double().T @ X.double() @ U) / d[:U.shape[1]] @ U.T
 
 
 def compact_weight(model_or_params):
@@ -62,10 +76,9 @@ def zca_whiten(X, eps=1e-2):
     so directions with variance ≫ eps get unit variance and those with variance ≲ eps are damped instead of blown up.
     Returns (Xw, transform): the whitened X in X's dtype, and a function applying the same map to other rows.
     """
-    X64 = X.double()
-    mu = X64.mean(0)
-    lam, V = torch.linalg.eigh((X64 - mu).T @ (X64 - mu) / len(X))
-    T = V @ torch.diag((lam.clamp_min(0) + eps).rsqrt()) @ V.T
+    mu = X.double().mean(0)
+    lam, V = gram_eigh((X.double() - mu) / len(X) ** 0.5)
+    T = V * (lam + eps).rsqrt() @ V.T
 
     def transform(Z):
         return ((Z.double() - mu) @ T).to(Z.dtype)
@@ -112,26 +125,6 @@ def convergence_rate(v, steps):
     return -(s * (logv - logv.mean(0))).sum(0) / (s ** 2).sum(0)
 
 
-def gradient_scale_matrices(weights):
-    """The gradient scale matrices of Eq. 7 for weights [W_1, ..., W_L] (each (..., m_l, m_{l-1})), float64.
-
-    A_l = (W_L ⋯ W_{l+1})(W_L ⋯ W_{l+1})ᵀ (K, K) and B_l = (W_{l-1} ⋯ W_1)ᵀ(W_{l-1} ⋯ W_1) (q, q), for l = 1..L;
-    empty products are the identity (A_L = I_K, B_1 = I_q). Returns the lists (A, B).
-    """
-    weights = [W.double() for W in weights]
-    L, K, q = len(weights), weights[-1].shape[-2], weights[0].shape[-1]
-    eye = lambda k: torch.eye(k, dtype=torch.float64, device=weights[0].device)
-    A, B = [None] * L, [None] * L
-    top, bottom = eye(K), eye(q)
-    for l in reversed(range(L)):  # top = W_L ⋯ W_{l+2}, then times W_{l+1}
-        A[l] = top @ top.transpose(-1, -2)
-        top = top @ weights[l]
-    for l in range(L):  # bottom = W_{l-1} ⋯ W_1
-        B[l] = bottom.transpose(-1, -2) @ bottom
-        bottom = weights[l] @ bottom
-    return A, B
-
-
 def scale_expectations(dims, variances):
     """Theorem 3: E[A_l] = α_l I and E[B_l] = β_l I for iid init with per-layer variances σ_l² and widths dims.
 
@@ -146,42 +139,27 @@ def scale_expectations(dims, variances):
     return alpha, beta
 
 
-def scale_matrix_stats(M, scale):
-    """Elementwise statistics of a gradient scale matrix M (..., k, k) against scale·I, as in Fig. 3, float64.
-
-    Returns a dict: 'diag_dev' = mean |M_ii - scale|, 'offdiag_mean' = mean of M_ij (i ≠ j), 'offdiag_rms' =
-    root mean square of M_ij (i ≠ j); means are over the entries and any leading axes.
-    """
-    M = M.double()
-    k = M.shape[-1]
-    diag = torch.diagonal(M, dim1=-2, dim2=-1)
-    off = M[..., ~torch.eye(k, dtype=torch.bool, device=M.device)]
-    return {"diag_dev": (diag - scale).abs().mean().item(), "offdiag_mean": off.mean().item(),
-            "offdiag_rms": off.pow(2).mean().sqrt().item()}
-
-
 def scale_factors(weights, l):
     """Factors of the gradient scale matrices of layer l (1-based) for weights [W_1, ..., W_L], float64:
     A_l = FᵀF with F = (W_L ⋯ W_{l+1})ᵀ (..., m_l, K) and B_l = GᵀG with G = W_{l-1} ⋯ W_1 (..., m_{l-1}, q)
     (Eq. 7; empty products are the identity). Returns (F, G); `gram_stats` reads A_l, B_l off them.
     """
     weights = [W.double() for W in weights]
-    K, q = weights[-1].shape[-2], weights[0].shape[-1]
-    top = torch.eye(K, dtype=torch.float64, device=weights[0].device)
-    for W in reversed(weights[l:]):
-        top = top @ W
-    bottom = torch.eye(q, dtype=torch.float64, device=weights[0].device)
-    for W in weights[:l - 1]:
-        bottom = W @ bottom
-    return top.transpose(-1, -2), bottom
+    eye = lambda k: torch.eye(k, dtype=torch.float64, device=weights[0].device)
+    above, below = weights[l:], weights[:l - 1]
+    F = compact_weight(above).transpose(-1, -2) if above else eye(weights[-1].shape[-2])
+    G = compact_weight(below) if below else eye(weights[0].shape[-1])
+    return F, G
 
 
 def gram_stats(F, scale, full=False):
-    """`scale_matrix_stats` of M = FᵀF (..., k, k) read off its factor F (..., r, k) without forming M, float64.
+    """Elementwise statistics of a gradient scale matrix M = FᵀF (..., k, k) against scale·I, as in Fig. 3, read off
+    its factor F (..., r, k) without forming M, float64.
 
-    'diag_dev' and 'offdiag_mean' use diag M = column norms² of F and the sum of M's entries, ‖F 1‖², at cost
-    O(r k). With full=True also 'offdiag_rms' and 'sq_dev' = mean of (M - scale·I)² over the k² entries, through
-    ‖M‖_F² = ‖F Fᵀ‖_F² (cost O(r² k)). Means are over the entries and any leading axes.
+    'diag_dev' = mean |M_ii - scale| and 'offdiag_mean' = mean of M_ij (i ≠ j) use diag M = column norms² of F and
+    the sum of M's entries, ‖F 1‖², at cost O(r k). With full=True also 'offdiag_rms' = root mean square of M_ij
+    (i ≠ j) and 'sq_dev' = mean of (M - scale·I)² over the k² entries, through ‖M‖_F² = ‖F Fᵀ‖_F² = ‖FᵀF‖_F², the
+    smaller of the two (cost O(min(r, k)² max(r, k))). Means are over the entries and any leading axes.
     """
     F = F.double()
     k = F.shape[-1]
@@ -190,7 +168,8 @@ def gram_stats(F, scale, full=False):
     out = {"diag_dev": (diag - scale).abs().mean().item(),
            "offdiag_mean": ((total - diag.sum(-1)) / (k * (k - 1))).mean().item()}
     if full:
-        frob2 = (F @ F.transpose(-1, -2)).pow(2).sum((-2, -1))
+        small = F @ F.transpose(-1, -2) if F.shape[-2] <= k else F.transpose(-1, -2) @ F
+        frob2 = small.pow(2).sum((-2, -1))
         out["offdiag_rms"] = ((frob2 - diag.pow(2).sum(-1)) / (k * (k - 1))).mean().sqrt().item()
         out["sq_dev"] = ((frob2 - 2 * scale * diag.sum(-1) + scale ** 2 * k) / k ** 2).mean().item()
     return out
