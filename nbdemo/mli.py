@@ -5,9 +5,11 @@ losses and output biases during training.
 """
 import math
 
+import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
+from .data import DATASETS, load
 from .ensemble import ensemble_forward, train_ensemble
 from .metrics.mli import class_losses, interpolate, plateau
 
@@ -90,23 +92,37 @@ def plateaus(curves, k, eps):
     return {key: torch.tensor([p[key] for p in ps], dtype=torch.float64) for key in ps[0]}
 
 
-def fcn_experiment(settings, X, y, alphas, *, n_models, schemes=("normal",), **train_kwargs):
+def fcn_data(dataset, n_per_class, n_alphas, *, device, seed):
+    """The data of MLI-1…5: a balanced training sample (X, y) of `dataset`, its number of classes k and the grid of
+    `n_alphas` values of α in [0, 1]. Returns (X, y, k, alphas) and says what they are in one line."""
+    X, y = load(dataset, n_per_class=n_per_class, device=device, seed=seed)
+    k = DATASETS[dataset][1]
+    print(f"{dataset}: {len(X)} training images, {k} classes; interpolation evaluated on all of them at {n_alphas} α")
+    return X, y, k, torch.linspace(0, 1, n_alphas)
+
+
+def fcn_experiment(settings, X, y, alphas, *, n_models, schemes=("normal",), progress=False, **train_kwargs):
     """The experiment of MLI-1…5: train `n_models` members of each setting on (X, y), interpolate each on (X, y).
 
-    settings: {name: make_model}. Returns (runs, hists): runs[name] is the list of member curves, named
-    f"{name}, {scheme}" when several schemes are interpolated; hists[name] is the training history.
+    settings: {name: make_model}; train_kwargs go to `train_ensemble` (steps, lr, momentum, batch_size, seed).
+    Returns (runs, hists): runs[name] is the list of member curves, named f"{name}, {scheme}" when several schemes
+    are interpolated; hists[name] is the training history.
     """
     runs, hists = {}, {}
     for name, make in settings.items():
         curves, hists[name] = train_and_interpolate(make, n_models, X, y, X, y, alphas, schemes=schemes,
-                                                    **train_kwargs)
+                                                    progress=progress, **train_kwargs)
         for scheme, c in curves.items():
             runs[name if len(schemes) == 1 else f"{name}, {scheme}"] = c
     return runs, hists
 
 
-def summarize(runs, k, eps):
-    """plateaus() of every run, printed as mean ± std with each run's mean trained error; {name: plateaus}."""
+def summarize(runs, k, eps=None):
+    """plateaus() of every run, printed as mean ± std with each run's mean trained error; {name: plateaus}.
+
+    eps: how far below log k a loss may be and still lie on the loss plateau; 0.05 log k unless given.
+    """
+    eps = 0.05 * math.log(k) if eps is None else eps
     summary = {name: plateaus(curves, k, eps) for name, curves in runs.items()}
     for name, p in summary.items():
         fit = torch.tensor([c["error"][-1] for c in runs[name]])
@@ -136,11 +152,12 @@ def check_grows(v, summary, names, kind, resolution):
             measured=" → ".join(f"{x:.2f}" for x in lens), ok=all(b - a > resolution for a, b in zip(lens, lens[1:])))
 
 
-def plot_interpolation(axes, runs, k, styles=None):
-    """Loss (axes[0]) and error (axes[1]) along α: mean over members, shaded ± one standard deviation.
+def plot_interpolation(runs, k, styles=None):
+    """Loss (left) and error (right) along α: mean over members, shaded ± one standard deviation; the figure.
 
     runs: {label: list of member curves}; styles: optional {label: matplotlib kwargs}.
     """
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     for i, (label, curves) in enumerate(runs.items()):
         style = {"color": f"C{i}", **(styles or {}).get(label, {})}
         a = curves[0]["alpha"]
@@ -154,3 +171,5 @@ def plot_interpolation(axes, runs, k, styles=None):
     axes[0].set(xlabel="α", ylabel="training loss", title="loss interpolation")
     axes[1].set(xlabel="α", ylabel="training error", title="error interpolation")
     axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
