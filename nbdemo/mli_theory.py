@@ -86,20 +86,22 @@ def fcn_bounds(V0, VT, bT, *, eps, x_norm=1.0, rebalance=True):
     """Theorem 1 for an r-layer ReLU net with an output bias only.
 
     V0, VT: the r weight matrices at init and after training; bT: the trained output bias;
-    x_norm: the largest input norm (folded into the first layer). δ = max_i ‖V_i(0)‖, V_max = max_i ‖V_i(T)‖.
+    x_norm: the largest input norm (folded into the first layer). δ = max_i ‖V_i(0)‖, V_max = max_i ‖V_i(T)‖, both
+    after rebalancing if `rebalance` (see the module's docstring); 'delta_as_trained' is δ before it.
     α1 = δ/Δ_min, α2 = (1+√δ)^(−r/(r−1)) (Δ_min / (2 V_max^r))^(1/(r−1)), α3 = ε^(1/r)/V_max, and the
     theorem's condition δ < delta_limit = min(ε^(1/r)/r, 1/r², (2e)^(−2/(r−2))).
     """
     r = len(V0)
     s0, sT = spectral_norms(V0), spectral_norms(VT)
     s0[0], sT[0] = s0[0] * x_norm, sT[0] * x_norm
+    as_trained = float(s0.max())
     if rebalance:
         c = s0.log().mean().exp() / s0
         s0, sT = s0 * c, sT * c
     delta, vmax = float(s0.max()), float(sT.max())
     _, gaps = bias_gaps(bT)
     dmin, p = float(gaps.min()), 1 / (r - 1)
-    return dict(r=r, delta=delta, V_max=vmax, delta_min=dmin, delta_max=float(gaps.max()),
+    return dict(r=r, delta=delta, delta_as_trained=as_trained, V_max=vmax, delta_min=dmin, delta_max=float(gaps.max()),
                 alpha1=delta / dmin,
                 alpha2=(1 + math.sqrt(delta)) ** (-r * p) * math.exp(p * (math.log(dmin / 2) - r * math.log(vmax))),
                 alpha3=eps ** (1 / r) / vmax,
