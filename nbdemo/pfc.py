@@ -4,8 +4,9 @@
 - ConvResNet: the convolutional ResNets of Table I, built from a dataset's stage list.
   Both blocks carry a bias; §III-C's model block sigma(W x) (l.241 of the paper's text) has none.
 - block_features: every measured block's features, collected with forward hooks that are removed after use.
-- train_recorded / require_terminal_phase: the training run of PFC-1..4, recording every layer's metrics, and the
-  verdict rows that say it reached the terminal phase; print_layers / plot_layers show the per-layer metrics.
+- train_fc / train_recorded / require_terminal_phase: the training run of PFC-1..4, recording every layer's metrics,
+  and the verdict rows that say it reached the terminal phase; measure_layers / plot_layers show the per-layer
+  metrics and check_across_depth checks their order (Conjecture 1).
 - MUFM / UFM (Eq. 13 and its X = 0 case) with the MSE loss: the paper's plain full-batch gradient descent (a batch
   of regulariser values at once), a converged reference solve, and the closed-form classifier W*(H).
 
@@ -14,12 +15,13 @@ transposes.
 """
 from functools import partial
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import dry_run
-from .metrics.pfc import layer_metrics
+from .data import DATASETS, dry_run, load
+from .metrics.pfc import layer_metrics, relative_depth
 from .train import train
 
 
@@ -144,7 +146,20 @@ def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_ever
     feats = block_features(model, X) if hist.diverged_at else last["feats"]  # a diverged run stops before its last record
     with torch.no_grad():
         acc = float((model.head(feats[-1]).argmax(1) == y).double().mean())
+    print(f"final batch loss {hist.loss[-1]:.4f}, training accuracy {acc:.4f}")
     return hist, feats, acc
+
+
+def train_fc(dataset, n_per_class, width, blocks, *, device, seed, **train_kwargs):
+    """The run of PFC-1..3: an `FCResNet` of `blocks` blocks, `width` wide, trained by `train_recorded`
+    (`train_kwargs`: steps, lr_milestones, batch_size, lr, momentum, weight_decay, record_every) on a balanced
+    sample of `dataset`, `n_per_class` per class. Returns (X, y, History, the final `block_features`, training
+    accuracy), having said in a line what it trained on."""
+    X, y = load(dataset, n_per_class=n_per_class, device=device, seed=seed)
+    k = DATASETS[dataset][1]
+    print(f"{dataset}: {len(X)} training samples of dimension {X.shape[1]}, {k} classes")
+    model = FCResNet(X.shape[1], width, blocks, k).to(device)
+    return X, y, *train_recorded(model, X, y, seed=seed, **train_kwargs)
 
 
 def require_terminal_phase(v, hist, train_acc):
@@ -159,11 +174,27 @@ def require_terminal_phase(v, hist, train_acc):
               measured=f"{early:.3g} -> {end:.3g} ({end / early:.2f}x)", ok=end <= early / 4)
 
 
-def print_layers(metrics, pos):
-    """One line per layer: relative position and the three PFC metrics."""
+def measure_layers(feats, y):
+    """Every layer's PFC metrics (`layer_metrics`) and relative position (`relative_depth`), printed one line per
+    layer. Returns (metrics, pos)."""
+    metrics, pos = layer_metrics(feats, y), relative_depth(feats)
     print("layer  position     PFC1    PFC2   PFC3")
     for l in range(len(pos)):
         print(f"{l:5d}  {pos[l]:8.3f}  {metrics['PFC1'][l]:7.4f} {metrics['PFC2'][l]:7.4f} {metrics['PFC3'][l]:6.3f}")
+    return metrics, pos
+
+
+def check_across_depth(v, metrics):
+    """Conjecture 1's order across depth as checks of Verdict `v`: PFC1 and PFC2 go down at every block, and PFC3
+    (NCC accuracy) never drops by more than 0.005 from one layer to the next."""
+    blocks = len(metrics["PFC1"]) - 1
+    for name in ("PFC1", "PFC2"):
+        down = int(np.sum(np.diff(metrics[name]) < 0))
+        v.check(f"{name} decreases across depth", expected=f"down at all {blocks} blocks", measured=f"{down}/{blocks}",
+                ok=down == blocks)
+    drop = float(np.max(-np.diff(metrics["PFC3"])))
+    v.check("PFC3 rises across depth", expected="no drop > 0.005 between layers",
+            measured=f"max drop {max(0.0, drop):.3f}, last {metrics['PFC3'][-1]:.3f}", ok=drop <= 0.005)
 
 
 def plot_layers(axes, pos, metrics, ts=None, curve=None):
