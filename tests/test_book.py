@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
+from filelock import FileLock
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.wait import WebDriverWait
@@ -40,13 +41,24 @@ def committed():
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, fake_meta):
+def built(tmp_path_factory, fake_meta, worker_id):
     """Build the book strictly (-W -n --keep-going) from the committed notebooks, with synthetic sweep results for
-    three claims (one of them with a stale seed) and one paper-profile notebook in a temporary results store."""
+    three claims (one of them with a stale seed) and one paper-profile notebook in a temporary results store.
+    Under pytest-xdist the workers share one build: the first to take the lock builds, the others read its path."""
     done = committed()
     assert done, "no committed notebook carries metadata.nbdemo; run `nbdemo run <claim> --commit`"
-    tmp = tmp_path_factory.mktemp("book")
     swept = dict(zip(done, SWEEPS))
+    expected = {c: expected for c, (_, expected) in swept.items()}
+    shared = tmp_path_factory.mktemp("book") if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    with FileLock(shared / "book.lock"):
+        if not (shared / "book.index").exists():
+            index = build_book(shared / "book", done, swept, fake_meta)
+            (shared / "book.index").write_text(str(index))
+    return Path((shared / "book.index").read_text()), done, expected
+
+
+def build_book(tmp, done, swept, fake_meta):
+    tmp.mkdir(exist_ok=True)  # a build that failed on the other worker is overwritten
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "BUILD", tmp)
         mp.setattr(results, "RESULTS", tmp / "results")
@@ -59,8 +71,7 @@ def built(tmp_path_factory, fake_meta):
                                  "provenance": {**nb.metadata["nbdemo"]["provenance"], "device": "cuda", "gpu": gpu}}
         (tmp / "results" / profile).mkdir(parents=True)
         nbformat.write(nb, tmp / "results" / profile / f"{claim}.ipynb")
-        index = book.build(strict=True, done=done, out=tmp / "out")
-    return index, done, {c: expected for c, (_, expected) in swept.items()}
+        return book.build(strict=True, done=done, out=tmp / "out")
 
 
 @pytest.fixture(scope="module")
