@@ -129,7 +129,7 @@ def test_band_medians():
     assert torch.equal(pcb.band_medians(v), torch.tensor([5.0, 55.0, 150.0]))
 
 
-def test_gradient_scale_matrices_give_the_first_order_step():
+def test_scale_factors_give_the_first_order_step():
     """Theorem 1: W(s+1) - W(s) = -μ Σ_l A_l Er B_l + O(μ²) for GD on ½‖WX - Y‖² over the layers."""
     q, m, K, n = 5, 6, 2, 20
     X, Y = rand(n, q, seed=1), rand(n, K, seed=2)
