@@ -19,9 +19,10 @@ from nbdemo.claims import CLAIMS
 
 WITH_NOTEBOOK = [c for c in CLAIMS if CLAIMS[c].notebook.exists()]
 # Seconds one dry run may take on the project's 2-core CPU while `make test`'s other worker runs beside it. The
-# slowest, PCB-3's 5-layer linear nets up to 2,048 wide on 3,072 inputs, whose gradient scale matrices are
-# 3,072 x 3,072, takes about 38 s alone and 69-79 s so; the dry runs that drifted towards paper-sized work (see
-# SAMPLING) took 84-245 s alone, about twice that beside another worker.
+# slowest, PFC-4's CIFAR-100 and STL-10 ResNets, took 55 s so (PCB-3's 5-layer linear nets up to 2,048 wide on
+# 3,072 inputs took 38 s alone, 69-79 s so, until metrics/pcb stopped multiplying by 3,072 x 3,072 identities:
+# now 17 s alone, 26 s so); the dry runs that drifted towards paper-sized work (see SAMPLING) took 84-245 s
+# alone, about twice that beside another worker.
 BUDGET_S = 150
 # Counts of copies, shrunk to at most these values in a dry run. Measured on the 2-core machine before this was
 # added, they were the bulk of the slowest dry runs: PCB-3's, PCB-6's, PCB-7's, PCB-10's 10 to 100 paper-sized
