@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from . import results, runner
+from . import evidence, results, runner
 from .claims import CLAIMS, PAPERS, ROOT
 
 BOOK = ROOT / "book"
@@ -29,20 +29,41 @@ def badge(label):
     return f'<span class="outcome {label.lower().replace(" ", "-")}">{label}</span>'
 
 
+def over_seeds(s):
+    """The dashboard's cell of a claim's headline over seeds, with its marks."""
+    marks = [m for m, on in [("stale", s["stale"]), ("uninformative check", s["uninformative"]),
+                             ("threshold-sensitive", any(f and f["sensitive"] for f in s["flips"].values()))] if on]
+    return badge(s["headline"]) + (f" ({', '.join(marks)})" if marks else "")
+
+
+def control_cell(s):
+    """The dashboard's cell of a claim's control: its outcome over seeds, or why it has none."""
+    decl = s["declared"] if s else None
+    if decl is None:
+        return "not declared"
+    if decl["profile"] is None:
+        return "none (see page)"
+    c = s["control"]
+    if not c:
+        return "not run yet"
+    return badge(c["headline"]) + (" (control reproduces!)" if c["headline"] == "REPRODUCED" else "")
+
+
 def dashboard(done, profile, summaries):
-    rows = ["| Claim | Title | Paper figure | Over seeds | Reproduced | Seed-0 page | Runtime |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| Claim | Title | Paper figure | Over seeds | Reproduced | Control | Seed-0 page | Runtime |",
+            "|---|---|---|---|---|---|---|---|"]
     for c in CLAIMS.values():
         s = summaries.get(c.id)
-        over = badge(s["headline"]) + (" (stale)" if s["stale"] else "") if s else "no sweep yet"
+        over = over_seeds(s) if s else "no sweep yet"
         k_of_n = f"{s['reproduced']} of {s['n']} seeds" if s else ""
         wall = f"{s['wall_s']:.0f} s" if s else ""
         if c.id in done:
             page = done[c.id][1]["verdict"]
             rows.append(f"| {{doc}}`{c.id} <claims/{c.id}>` | {c.title} | {c.figure} | {over} | {k_of_n} | "
-                        f"{badge(page['outcome']) if page else 'no verdict'} | {wall} |")
+                        f"{control_cell(s)} | {badge(page['outcome']) if page else 'no verdict'} | {wall} |")
         else:
-            rows.append(f"| {c.id} | {c.title} | {c.figure} | {over} | {k_of_n} | not reproduced yet | |")
+            rows.append(f"| {c.id} | {c.title} | {c.figure} | {over} | {k_of_n} | {control_cell(s)} | "
+                        "not reproduced yet | |")
     lines = []
     for prefix, (title, _) in PAPERS.items():
         heads = Counter(s["headline"] for c, s in summaries.items() if c.startswith(prefix + "-"))
@@ -51,22 +72,78 @@ def dashboard(done, profile, summaries):
                                                         or "no sweep yet"))
     head = (f"Each claim runs over seeds in the `{profile}` profile. {results.RULE} A run is INCONCLUSIVE when one of "
             "its requirements fails (the run did not reach the regime the claim is about), otherwise REPRODUCED "
-            "when every check holds, otherwise NOT REPRODUCED. *Seed-0 page* is the outcome of the run shown on "
-            "the claim's page; *runtime* is the median over the seeds, two runs at a time on the 2-core machine.\n\n")
+            f"when every check holds, otherwise NOT REPRODUCED. {evidence.RULE} *Control* is the outcome of the "
+            "claim's negative control over the same seeds, which must not reproduce. *Seed-0 page* is the outcome "
+            "of the run shown on the claim's page; *runtime* is the median over the seeds, one run at a time on "
+            "the 2-core machine.\n\n")
     return head + "\n".join(lines) + "\n\n" + "\n".join(rows) + "\n"
 
 
+def _spread(x):
+    if not x:
+        return ""
+    worst = f" (worst of {x['k']})" if x["k"] > 1 else ""
+    if x["n"] == 1:
+        return f"{x['mean']:.3g}{worst}"
+    return f"{x['mean']:.3g} ({x['min']:.3g} to {x['max']:.3g}, n = {x['n']}){worst}"
+
+
+def _threshold(row):
+    if row["kind"] == "note":
+        return ""
+    src = row["source"]
+    where = src["where"] if src["from"] == "paper" else f"ours: {src['why']}"
+    return f"{row['expected']} ({where})"
+
+
+def evidence_table(s):
+    """Per row: threshold and source, how often it holds over the seeds and in the control, its statistic over
+    seeds (mean, min to max) and in the control, and where a threshold of ours would flip the headline."""
+    ctrl = s["control"]["rows"] if s["control"] else {}
+    lines = ["| kind | row | threshold (source) | holds in | holds in control | over seeds | in control | "
+             "headline flips at |", "|---|---|---|---|---|---|---|---|"]
+    for row, spread, cspread in s["effects"] or []:
+        key = (row["kind"], row["name"])
+        k, n = s["rows"].get(key, ("", ""))
+        holds = f"{k} of {n}" if n else ""
+        ck = ctrl.get(key)
+        in_ctrl = f"{ck[0]} of {ck[1]}" + (" (uninformative)" if row["name"] in s["uninformative"] else "") if ck \
+            else ""
+        f = s["flips"].get(row["name"])
+        at = "" if row["name"] not in s["flips"] else "no flip" if f is None else \
+            f"{f['at']:.3g} → {f['headline']}" + (" (sensitive)" if f["sensitive"] else "")
+        lines.append(f"| {row['kind']} | {row['name']} | {_threshold(row)} | {holds} | {in_ctrl} | {_spread(spread)} | "
+                     f"{_spread(cspread)} | {at} |")
+    return "\n".join(lines)
+
+
+def control_text(s):
+    decl = s["declared"]
+    if decl is None:
+        return "**Negative control:** none declared yet."
+    if decl["profile"] is None:
+        return f"**Negative control:** none. {decl['about']}"
+    c = s["control"]
+    runs = (f"Over {c['n']} seeds the control is {badge(c['headline'])} ({c['reproduced']} of {c['n']} reproduce)."
+            if c else "The control has not been run yet (`nbdemo sweep CLAIM --profile control --seeds 0-4`).")
+    useless = (f" Checks that hold in the control too, and so are no evidence: {'; '.join(s['uninformative'])}."
+               if s["uninformative"] else "")
+    return f"**Negative control** (profile `control`): {decl['about']} {runs}{useless}"
+
+
 def seeds_box(s, others):
-    """The box that opens a claim page: the outcome over seeds, per-seed outcomes and per-row pass counts."""
+    """The box that opens a claim page: the outcome over seeds and per seed, the control, and per row its threshold,
+    source, pass counts, statistic over seeds and flip point."""
     if not s:
         body = "No sweep over seeds is stored for this claim yet (`nbdemo sweep CLAIM --seeds 0-4`)."
     else:
         stale = f" Stale seeds (their code or parameters changed since): {s['stale']}." if s["stale"] else ""
+        judged = (f" The seeds alone give {badge(s['over_seeds'])}; a check that the control passes too makes it "
+                  f"{badge(s['headline'])}." if s["over_seeds"] != s["headline"] else "")
         seeds = "\n".join(f"| {seed} | {badge(r['outcome'])} | {r['wall_s']:.0f} s |" for seed, r in s["runs"].items())
-        rows = "\n".join(f"| {kind} | {name} | {k} of {n} |" for (kind, name), (k, n) in s["rows"].items())
-        body = (f"**Over {s['n']} seeds: {badge(s['headline'])}** ({s['reproduced']} of {s['n']} reproduce).{stale}\n\n"
-                f"| seed | outcome | wall time |\n|---|---|---|\n{seeds}\n\n"
-                f"| kind | row | holds in |\n|---|---|---|\n{rows}\n\n{results.RULE}")
+        body = (f"**Over {s['n']} seeds: {badge(s['headline'])}** ({s['reproduced']} of {s['n']} reproduce).{judged}"
+                f"{stale}\n\n| seed | outcome | wall time |\n|---|---|---|\n{seeds}\n\n{control_text(s)}\n\n"
+                f"{evidence_table(s)}\n\n{results.RULE} {evidence.RULE}")
     if others:
         body += "\n\nOther profiles: " + ", ".join(
             f"{{doc}}`{p} <{doc}>` ({badge(m['verdict']['outcome']) if m['verdict'] else 'no verdict'}, "
@@ -75,21 +152,55 @@ def seeds_box(s, others):
     return nbformat.v4.new_markdown_cell("```{admonition} Outcome over seeds\n:class: seeds\n" + body + "\n```")
 
 
+FINDING_KINDS = {
+    "finding-false": ("The paper's statement is false or vacuous where its premises hold",
+                      "Each of these holds whatever the setting: a counterexample, an empty bound, a quantity that is "
+                      "constant by construction, or a solver that does not reach what the paper says it reaches."),
+    "finding-substitute": ("Not reproduced in this book's substitute setting",
+                           "Each of these is a result of the default profile's setting, which the finding names (a "
+                           "smaller network, Fashion-MNIST or synthetic data, fewer steps). It is not a refutation of "
+                           "the paper, whose own setting may behave otherwise; the paper profile is how to find out."),
+    "finding-inconclusive": ("Inconclusive: the run did not reach the claim's regime",
+                             "Each of these says what would reach the regime."),
+}
+
+
 def findings(done, summaries):
-    """The Findings page: the cells each notebook tags `finding`, then the claims that did not reproduce."""
+    """The Findings page, by kind of finding: the cells each notebook tags `finding` with `finding-false`,
+    `finding-substitute` or `finding-inconclusive`, then the claims whose headline over seeds is not REPRODUCED."""
     parts = ["# Findings\n", "What the reproduction found that the papers do not say, as each claim's notebook states it "
-             "(cells tagged `finding`), and then every claim whose outcome over seeds (of at least "
-             f"{results.MIN_SEEDS}) is not REPRODUCED.\n"]
+             "(cells tagged `finding`), grouped by the kind of finding, and then every claim whose outcome over seeds "
+             f"(of at least {results.MIN_SEEDS}) is not REPRODUCED.\n"]
+    cells = {kind: [] for kind in FINDING_KINDS}
+    other = []
     for claim, (path, _) in done.items():
         for cell in nbformat.read(path, as_version=4).cells:
-            if cell.cell_type == "markdown" and "finding" in cell.metadata.get("tags", []):
-                parts.append(f"## {claim}: {CLAIMS[claim].title}\n\n{cell.source}\n\n"
-                             f"See {{doc}}`the notebook <claims/{claim}>`.\n")
+            tags = cell.metadata.get("tags", [])
+            if cell.cell_type == "markdown" and "finding" in tags:
+                text = (f"### {claim}: {CLAIMS[claim].title}\n\n{cell.source}\n\n"
+                        f"See {{doc}}`the notebook <claims/{claim}>`.\n")
+                kind = next((t for t in tags if t in FINDING_KINDS), None)
+                (cells[kind] if kind else other).append(text)
+    for kind, (title, about) in FINDING_KINDS.items():
+        if cells[kind]:
+            parts += [f"## {title}\n\n{about}\n"] + cells[kind]
+    if other:
+        parts += ["## Other findings\n"] + other
     parts.append("## Claims that did not reproduce over seeds\n")
-    missed = [f"- {{doc}}`{c} <claims/{c}>` {CLAIMS[c].title}: {badge(s['headline'])}, {s['reproduced']} of {s['n']} "
-              "seeds reproduce" for c, s in summaries.items()
-              if s["headline"] not in ("REPRODUCED", results.TOO_FEW) and c in done]
-    parts.append("\n".join(missed) if missed else "None.")
+    missed = {c: s for c, s in summaries.items() if s["headline"] not in ("REPRODUCED", results.TOO_FEW) and c in done}
+
+    def line(c, s):
+        return (f"- {{doc}}`{c} <claims/{c}>` {CLAIMS[c].title}: {badge(s['headline'])}, {s['reproduced']} of "
+                f"{s['n']} seeds reproduce")
+    groups = [("Not reproduced, in the default profile's substitute setting (see each page for the setting)",
+               [c for c, s in missed.items() if s["headline"] != "INCONCLUSIVE"]),
+              ("Inconclusive: a requirement failed, or a check also holds in the control",
+               [c for c, s in missed.items() if s["headline"] == "INCONCLUSIVE"])]
+    for title, claims in groups:
+        if claims:
+            parts.append(f"### {title}\n\n" + "\n".join(line(c, missed[c]) for c in claims) + "\n")
+    if not missed:
+        parts.append("None.")
     return "\n".join(parts) + "\n"
 
 
@@ -118,7 +229,7 @@ def stage(done, profile):
     for name in STATIC:
         shutil.copy(BOOK / name, src / name)
     shutil.copytree(BOOK / "_static", src / "_static")
-    summaries = {c: s for c in CLAIMS if (s := results.summary(c, profile))}
+    summaries = {c: s for c in CLAIMS if (s := evidence.assess(c, profile))}
     intro = (src / "intro.md").read_text().replace("{{dashboard}}", dashboard(done, profile, summaries))
     (src / "intro.md").write_text(intro)
     (src / "findings.md").write_text(findings(done, summaries))

@@ -5,7 +5,7 @@ import os
 import shutil
 import sys
 
-from . import resolve_device, results, runner
+from . import evidence, resolve_device, results, runner
 from .claims import CLAIMS
 
 
@@ -48,16 +48,18 @@ def _overrides(pairs):
 
 
 def cmd_list(args):
-    print(f"{'claim':8} {'title':44} {'over seeds':15} {'k of n':>7} {'seed-0 page':15} {'runtime':>8}")
+    print(f"{'claim':8} {'title':40} {'over seeds':15} {'k of n':>7} {'control':15} {'seed-0 page':15} {'runtime':>8}")
     for c in CLAIMS.values():
-        s = results.summary(c.id, args.profile)
+        s = evidence.assess(c.id, args.profile)
         found = runner.latest(c.id, args.profile) if args.profile in runner.profiles(c.id) else None
         page = found[1]["verdict"]["outcome"] if found and found[1]["verdict"] else "stale"
         over = "no results" if not s else s["headline"] + (" (stale)" if s["stale"] else "")
         k_of_n = f"{s['reproduced']} of {s['n']}" if s else ""
+        ctrl = "" if not s or not s["declared"] else s["control"]["headline"] if s["control"] else \
+            "none" if s["declared"]["profile"] is None else "not run"
         wall = f"{s['wall_s']:.1f} s" if s else ""
-        print(f"{c.id:8} {c.title[:44]:44} {over:15} {k_of_n:>7} {page:15} {wall:>8}")
-    print(results.RULE)
+        print(f"{c.id:8} {c.title[:40]:40} {over:15} {k_of_n:>7} {ctrl:15} {page:15} {wall:>8}")
+    print(results.RULE, evidence.RULE)
 
 
 def cmd_run(args):
@@ -75,17 +77,19 @@ def cmd_run(args):
 
 def cmd_sweep(args):
     from .sweep import parse_seeds, sweep
-    claims = list(CLAIMS) if args.all else args.claims
+    claims = [c for c in CLAIMS if args.profile in runner.profiles(c)] if args.all else args.claims
     if not claims:
         raise runner.ParameterError("name the claims to sweep, or give --all")
     overrides = _overrides(args.p)
     if "seed" in overrides:
         raise runner.ParameterError("a sweep sets the seed itself: give the seeds with --seeds, not -p seed")
     if args.stale:
-        stale = [(c, s) for c in claims for s, (_, fresh) in results.status(c, args.profile, overrides).items()
-                 if not fresh]
-        for c, s in stale:
-            print(f"{c} seed {s}: stale")
+        # the default profile's check covers each claim's control too, which the claim's headline depends on
+        profiles = [args.profile] + ([evidence.CONTROL] if args.profile == "default" and not overrides else [])
+        stale = [(c, p, s) for p in profiles for c in claims if p in runner.profiles(c)
+                 for s, (_, fresh) in results.status(c, p, overrides).items() if not fresh]
+        for c, p, s in stale:
+            print(f"{c} seed {s}{'' if p == args.profile else f' ({p})'}: stale")
         print(f"{len(stale)} stored runs are stale")
         sys.exit(1 if stale else 0)
     sweep(claims, parse_seeds(" ".join(args.seeds)), args.profile, overrides, scheduler=args.scheduler,

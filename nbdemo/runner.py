@@ -55,14 +55,28 @@ def defaults(claim):
     return values
 
 
-def profiles(claim):
-    """Named profiles of overrides from nbdemo/profiles/<CLAIM>.yml; "default" is the parameters cell itself."""
+# Keys of a profile file that are texts, not profiles: what the `control` profile is and why it must fail the checks,
+# or why the claim has no control (see nbdemo.evidence).
+CONTROL_TEXTS = ("control about", "no control")
+
+
+def profile_file(claim):
+    """The mapping in nbdemo/profiles/<CLAIM>.yml ({} when there is none)."""
     path = PROFILES / f"{get(claim).id}.yml"
     try:
         named = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
     except yaml.YAMLError as e:
         raise ParameterError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
-    bad = [k for k, v in named.items() if not isinstance(v, dict)] if isinstance(named, dict) else ["(the file)"]
+    if not isinstance(named, dict):
+        raise ParameterError(f"{path}: a profile file is a mapping of profile names to overrides")
+    return named
+
+
+def profiles(claim):
+    """Named profiles of overrides from nbdemo/profiles/<CLAIM>.yml; "default" is the parameters cell itself."""
+    path = PROFILES / f"{get(claim).id}.yml"
+    named = {k: v for k, v in profile_file(claim).items() if k not in CONTROL_TEXTS}
+    bad = [k for k, v in named.items() if not isinstance(v, dict)]
     if bad:
         raise ParameterError(f"{path}: a profile is a mapping of parameter names to values; "
                              f"{', '.join(map(str, bad))} is not")

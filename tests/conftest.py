@@ -3,16 +3,19 @@ import pytest
 
 from nbdemo import results
 from nbdemo.claims import INCONCLUSIVE, REPRODUCED
+from nbdemo.verdict import Verdict, ours
 
 
-def _fake_meta(claim, seed, outcome=REPRODUCED, fresh=True):
-    """The metadata `runner.run` returns, for a run that never happened: one requirement and one check whose
-    results give `outcome`; its fingerprint is today's (or not, with fresh=False)."""
-    rows = [{"kind": "requirement", "name": "fit", "expected": "", "measured": "1", "ok": outcome != INCONCLUSIVE},
-            {"kind": "check", "name": "claim", "expected": "", "measured": "1", "ok": outcome == REPRODUCED}]
+def _fake_meta(claim, seed, outcome=REPRODUCED, fresh=True, profile="default"):
+    """The metadata `runner.run` returns, for a run that never happened: one requirement and one check (each with
+    a statistic of 1 where it passes and 0 where it fails, against 0.5) whose results give `outcome`; its
+    fingerprint is today's (or not, with fresh=False)."""
+    v = Verdict(claim)
+    v.require("fit", float(outcome != INCONCLUSIVE), ">=", 0.5, source=ours("synthetic"))
+    v.check("claim", float(outcome == REPRODUCED), ">=", 0.5, source=ours("synthetic"))
     return {"claim": claim, "overrides": {"seed": seed}, "parameters": {"seed": seed},
-            "verdict": {"outcome": outcome, "rows": rows},
-            "fingerprint": results.expected_fingerprint(claim, seed) if fresh else "0" * 16,
+            "verdict": {"outcome": outcome, "rows": v.rows},
+            "fingerprint": results.expected_fingerprint(claim, seed, profile) if fresh else "0" * 16,
             "wall_s": 1.0 + seed, "commit": "abc", "started": "now", "provenance": {"device": "cpu"}}
 
 

@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
+import yaml
 from filelock import FileLock
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -24,8 +25,11 @@ CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
-# synthetic sweeps of the first committed claims: outcomes per seed -> (headline, reproduced, stale seeds)
-SWEEPS = [([R, R, R, N, R], (R, 4, [])), ([R, N, N, I, R], (results.MIXED, 2, [])), ([N] * 5, (N, 0, [4]))]
+# synthetic sweeps of the first committed claims: outcomes per seed -> (headline, reproduced, stale seeds), and
+# their controls' outcomes per seed (None: not run). The first claim's check holds in 3 of 5 control seeds, so it is
+# uninformative and the claim INCONCLUSIVE although 4 of 5 seeds reproduce.
+SWEEPS = [([R, R, R, N, R], (I, 4, [])), ([R, N, N, I, R], (results.MIXED, 2, [])), ([N] * 5, (N, 0, [4]))]
+CONTROLS = [[R, R, R, N, N], [N] * 5, None]
 COLOURS = {R: "rgb(26, 127, 55)", N: "rgb(207, 34, 46)", results.MIXED: "rgb(191, 135, 0)", I: "rgb(110, 119, 129)"}
 OTHER = ("TFD-1", "paper", "NVIDIA H100 80GB HBM3")  # an executed paper-profile notebook committed into results/
 
@@ -47,8 +51,8 @@ def built(tmp_path_factory, fake_meta, worker_id):
     Under pytest-xdist the workers share one build: the first to take the lock builds, the others read its path."""
     done = committed()
     assert done, "no committed notebook carries metadata.nbdemo; run `nbdemo run <claim> --commit`"
-    swept = dict(zip(done, SWEEPS))
-    expected = {c: expected for c, (_, expected) in swept.items()}
+    swept = dict(zip(done, [(outcomes, expected, control) for (outcomes, expected), control in zip(SWEEPS, CONTROLS)]))
+    expected = {c: expected for c, (_, expected, _) in swept.items()}
     shared = tmp_path_factory.mktemp("book") if worker_id == "master" else tmp_path_factory.getbasetemp().parent
     with FileLock(shared / "book.lock"):
         if not (shared / "book.index").exists():
@@ -62,9 +66,16 @@ def build_book(tmp, done, swept, fake_meta):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "BUILD", tmp)
         mp.setattr(results, "RESULTS", tmp / "results")
-        for claim, (outcomes, (_, _, stale)) in swept.items():
+        shutil.copytree(runner.PROFILES, tmp / "profiles", dirs_exist_ok=True)
+        mp.setattr(runner, "PROFILES", tmp / "profiles")
+        for claim, (outcomes, (_, _, stale), control) in swept.items():
+            named = {**runner.profile_file(claim), "control": {"seed": 0}, "control about": "a synthetic control"}
+            named.pop("no control", None)
+            (tmp / "profiles" / f"{claim}.yml").write_text(yaml.safe_dump(named))
             for seed, outcome in enumerate(outcomes):
                 results.store(fake_meta(claim, seed, outcome, fresh=seed not in stale))
+            for seed, outcome in enumerate(control or []):
+                results.store(fake_meta(claim, seed, outcome, profile="control"), "control")
         claim, profile, gpu = OTHER
         nb = nbformat.read(done[claim][0], as_version=4)
         nb.metadata["nbdemo"] = {**nb.metadata["nbdemo"], "profile": profile,
@@ -162,18 +173,22 @@ def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
     for claim, (cells, href, colours) in by_claim.items():
         if claim in done:
             page = done[claim][1]["verdict"]["outcome"]
-            assert cells[5] == page and colours[-1] == COLOURS[page], claim
+            assert cells[6] == page and colours[-1] == COLOURS[page], claim
             assert href and local_path(href) == index.parent / "claims" / f"{claim}.html", claim
         else:
-            assert cells[5] == "not reproduced yet" and href is None, claim
+            assert cells[6] == "not reproduced yet" and href is None, claim
         if claim in swept:
             headline, k, stale = swept[claim]
-            assert cells[3] == headline + (" (stale)" if stale else "") and colours[0] == COLOURS[headline], claim
+            marks = ["stale"] * bool(stale) + ["uninformative check"] * (headline == I)
+            assert cells[3] == headline + (f" ({', '.join(marks)})" if marks else "") and colours[0] == COLOURS[headline]
             assert cells[4] == f"{k} of 5 seeds", claim
+            control = CONTROLS[list(swept).index(claim)]
+            assert cells[5] == ({R: results.MIXED, N: N}[control[0]] if control else "not run yet"), claim
         else:
             assert cells[3] == "no sweep yet" and cells[4] == "", claim
     text = browser.find_element("tag name", "main").text
     assert "is REPRODUCED when at least 80% of the seeds reproduce (4 of 5)" in text  # results.RULE
+    assert "is *uninformative*" not in text and "is uninformative" in text  # evidence.RULE, rendered
     for prefix in PAPERS:
         assert f"{prefix} ({sum(c.startswith(prefix + '-') for c in CLAIMS)} claims)" in text
 
@@ -186,9 +201,13 @@ def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
         assert f"Over 5 seeds: {headline}" in box.text and f"({k} of 5 reproduce)" in box.text, claim
         per_seed = box.find_elements("css selector", "table")[0].find_elements("css selector", "tbody tr")
         assert [r.text.split()[0] for r in per_seed] == ["0", "1", "2", "3", "4"], claim
-        per_row = {cells[1]: cells[2] for cells in ([td.text for td in r.find_elements("css selector", "td")] for r in
+        per_row = {cells[1]: cells for cells in ([td.text for td in r.find_elements("css selector", "td")] for r in
                    box.find_elements("css selector", "table")[1].find_elements("css selector", "tbody tr"))}
-        assert per_row["fit"] == f"{5 - SWEEPS[list(swept).index(claim)][0].count(I)} of 5", claim
+        assert per_row["fit"][3] == f"{5 - SWEEPS[list(swept).index(claim)][0].count(I)} of 5", claim
+        assert per_row["claim"][2] == ">= 0.5 (ours: synthetic)", claim
+        if headline == I:  # the check holds in 3 of 5 control seeds; raising its threshold past 1 fails every seed
+            assert per_row["claim"][4] == "3 of 5 (uninformative)" and per_row["claim"][7] == "1 → NOT REPRODUCED"
+            assert "The seeds alone give REPRODUCED" in box.text and "a synthetic control" in box.text
         assert ("Stale seeds" in box.text) == bool(stale), claim
     others = [c for c in done if c not in swept]
     if others:

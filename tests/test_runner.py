@@ -129,7 +129,7 @@ REFUSED = [  # (arguments, what the one line of stderr must say); every case run
     (["run", "TFD-1", "--profile", "papr"], "TFD-1 has no profile 'papr'"),
 ]
 MALFORMED = [("paper: {steps: [1, 2\n", "is not valid YAML"), ("paper: 3\n", "paper is not"),
-             ("- just a list\n", "(the file) is not")]
+             ("- just a list\n", "a profile file is a mapping")]
 
 
 @pytest.fixture
