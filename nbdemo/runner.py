@@ -236,13 +236,23 @@ def fingerprint(claim, params):
     return h.hexdigest()[:16]
 
 
-def git_commit():
+def _git(*args):
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def git_commit(claim):
+    """The commit whose code made a run: HEAD, with "+dirty" when something the run depends on differs from HEAD's
+    version (the notebook's code cells, a package module it imports). Outputs and prose of notebooks do not count,
+    nor files of other claims, so a sweep that writes the committed notebooks leaves the next runs clean."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "nbdemo", "notebooks"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
+        sha = _git("rev-parse", "--short", "HEAD").strip()
+        changed = _git("status", "--porcelain", "--", *map(str, dependencies(claim))).strip()
+        try:
+            committed = nbformat.reads(_git("show", f"HEAD:{get(claim).notebook.relative_to(ROOT)}"), as_version=4)
+            same = [c.source for c in committed.cells if c.cell_type == "code"] == _code(claim)
+        except subprocess.CalledProcessError:  # not in HEAD
+            same = False
+        return sha + ("" if same and not changed else "+dirty")
     except (OSError, subprocess.CalledProcessError):
         return f"nbdemo {__version__} (no git)"
 
@@ -406,7 +416,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
                                      f"the notebook as executed up to there: {_shown(failed)}") from e
             nb = nbformat.read(tmp, as_version=4)
             meta = {"claim": claim, "profile": profile, "overrides": changed, "parameters": full,
-                    "dry_run": dry_run, "commit": git_commit(), "started": started,
+                    "dry_run": dry_run, "commit": git_commit(claim), "started": started,
                     "wall_s": round(time.perf_counter() - t0, 1), "fingerprint": fingerprint(claim, full),
                     "provenance": glued(nb, PROVENANCE_KEY), "verdict": glued(nb, VERDICT_KEY)}
             nb.metadata["nbdemo"] = meta
