@@ -95,7 +95,7 @@ def cmd_sweep(args):
     sweep(claims, parse_seeds(" ".join(args.seeds)), args.profile, overrides, scheduler=args.scheduler,
           workers=args.workers, commit=args.commit, gpu=args.gpu)
     for c in claims:
-        s = results.summary(c, args.profile, overrides)
+        s = evidence.assess(c, args.profile) if not overrides else results.summary(c, args.profile, overrides)
         print(f"{c:8} {s['headline']:15} {s['reproduced']} of {s['n']} seeds reproduce")
 
 
