@@ -233,7 +233,7 @@ def book_times():
     """Execute every claim notebook with the default profile and print the runner's wall times."""
     from . import runner
     from .claims import CLAIMS
-    walls = {c.id: runner.run(c.id, log=lambda *_: None)[1]["wall_s"] for c in CLAIMS.values() if c.notebook.exists()}
+    walls = {c.id: runner.run(c, log=lambda *_: None)[1]["wall_s"] for c in CLAIMS.values() if c.notebook.exists()}
     for claim, wall in walls.items():
         print(f"{claim:8} {wall:7.1f} s" + ("  OVER the 60 s budget" if wall > 60 else ""))
     print(f"{'book':8} {sum(walls.values()):7.1f} s for {len(walls)} notebooks")

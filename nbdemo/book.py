@@ -1,4 +1,6 @@
-"""Assemble the Jupyter Book: executed notebooks, the claims dashboard, and the offline HTML build."""
+"""Assemble the Jupyter Book: executed notebooks, the claims dashboard, and the offline HTML build.
+
+`done` ({Claim: (executed notebook, its nbdemo metadata)}) and the summaries are keyed by `Claim`."""
 import shutil
 import subprocess
 import sys
@@ -8,7 +10,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from . import evidence, results, runner
+from . import evidence, params, results, runner
 from .claims import CLAIMS, PAPERS, ROOT
 
 BOOK = ROOT / "book"
@@ -16,11 +18,11 @@ STATIC = ["_config.yml", "intro.md", "references.bib"] + [f"{p.lower()}.md" for 
 
 
 def executed(profile):
-    """{claim: (path, meta)} for every claim with a notebook, running those that are stale."""
+    """{Claim: (path, meta)} for every claim with a notebook, running those that are stale."""
     done = {}
     for c in CLAIMS.values():
         if c.notebook.exists():
-            done[c.id] = runner.latest(c.id, profile) or runner.run(c.id, profile)
+            done[c] = runner.latest(c, profile) or runner.run(c, profile)
     return done
 
 
@@ -53,12 +55,12 @@ def dashboard(done, profile, summaries):
     rows = ["| Claim | Title | Paper figure | Over seeds | Reproduced | Control | Seed-0 page | Runtime |",
             "|---|---|---|---|---|---|---|---|"]
     for c in CLAIMS.values():
-        s = summaries.get(c.id)
+        s = summaries.get(c)
         over = over_seeds(s) if s else "no sweep yet"
         k_of_n = f"{s['reproduced']} of {s['n']} seeds" if s else ""
         wall = f"{s['wall_s']:.0f} s" if s else ""
-        if c.id in done:
-            page = done[c.id][1]["verdict"]
+        if c in done:
+            page = done[c][1]["verdict"]
             rows.append(f"| {{doc}}`{c.id} <claims/{c.id}>` | {c.title} | {c.figure} | {over} | {k_of_n} | "
                         f"{control_cell(s)} | {badge(page['outcome']) if page else 'no verdict'} | {wall} |")
         else:
@@ -66,8 +68,8 @@ def dashboard(done, profile, summaries):
                         "not reproduced yet | |")
     lines = []
     for prefix, (title, _) in PAPERS.items():
-        heads = Counter(s["headline"] for c, s in summaries.items() if c.startswith(prefix + "-"))
-        n = sum(c.startswith(prefix + "-") for c in CLAIMS)
+        heads = Counter(s["headline"] for c, s in summaries.items() if c.paper == prefix)
+        n = sum(c.paper == prefix for c in CLAIMS.values())
         lines.append(f"- **{prefix}** ({n} claims): " + (", ".join(f"{k} {badge(h)}" for h, k in heads.items())
                                                         or "no sweep yet"))
     head = (f"Each claim runs over seeds in the `{profile}` profile. {results.RULE} A run is INCONCLUSIVE when one of "
@@ -177,8 +179,8 @@ def findings(done, summaries):
         for cell in nbformat.read(path, as_version=4).cells:
             tags = cell.metadata.get("tags", [])
             if cell.cell_type == "markdown" and "finding" in tags:
-                text = (f"### {claim}: {CLAIMS[claim].title}\n\n{cell.source}\n\n"
-                        f"See {{doc}}`the notebook <claims/{claim}>`.\n")
+                text = (f"### {claim.id}: {claim.title}\n\n{cell.source}\n\n"
+                        f"See {{doc}}`the notebook <claims/{claim.id}>`.\n")
                 kind = next((t for t in tags if t in FINDING_KINDS), None)
                 (cells[kind] if kind else other).append(text)
     for kind, (title, about) in FINDING_KINDS.items():
@@ -190,7 +192,7 @@ def findings(done, summaries):
     missed = {c: s for c, s in summaries.items() if s["headline"] not in ("REPRODUCED", results.TOO_FEW) and c in done}
 
     def line(c, s):
-        return (f"- {{doc}}`{c} <claims/{c}>` {CLAIMS[c].title}: {badge(s['headline'])}, {s['reproduced']} of "
+        return (f"- {{doc}}`{c.id} <claims/{c.id}>` {c.title}: {badge(s['headline'])}, {s['reproduced']} of "
                 f"{s['n']} seeds reproduce")
     groups = [("Not reproduced, in the default profile's substitute setting (see each page for the setting)",
                [c for c, s in missed.items() if s["headline"] != "INCONCLUSIVE"]),
@@ -218,7 +220,7 @@ def provenance_cell(meta):
 
 def other_profiles(claim):
     """[(profile, its executed notebook)] committed in results/ for the profiles other than the default."""
-    return [(p, nb) for p in runner.profiles(claim) if p != "default" and (nb := results.executed(claim, p))]
+    return [(p, nb) for p in params.profiles(claim) if p != "default" and (nb := results.executed(claim, p))]
 
 
 def stage(done, profile):
@@ -229,7 +231,7 @@ def stage(done, profile):
     for name in STATIC:
         shutil.copy(BOOK / name, src / name)
     shutil.copytree(BOOK / "_static", src / "_static")
-    summaries = {c: s for c in CLAIMS if (s := evidence.assess(c, profile))}
+    summaries = {c: s for c in CLAIMS.values() if (s := evidence.assess(c, profile))}
     intro = (src / "intro.md").read_text().replace("{{dashboard}}", dashboard(done, profile, summaries))
     (src / "intro.md").write_text(intro)
     (src / "findings.md").write_text(findings(done, summaries))
@@ -239,18 +241,18 @@ def stage(done, profile):
         for other, nb_path in other_profiles(claim):
             nb = nbformat.read(nb_path, as_version=4)
             nb.cells.append(provenance_cell(nb.metadata["nbdemo"]))
-            nbformat.write(nb, src / "claims" / f"{claim}-{other}.ipynb")
-            others.append((other, f"{claim}-{other}", nb.metadata["nbdemo"]))
+            nbformat.write(nb, src / "claims" / f"{claim.id}-{other}.ipynb")
+            others.append((other, f"{claim.id}-{other}", nb.metadata["nbdemo"]))
         nb = nbformat.read(path, as_version=4)
         nb.cells.insert(1, seeds_box(summaries.get(claim), others))
         nb.cells.append(provenance_cell(meta))
-        nbformat.write(nb, src / "claims" / f"{claim}.ipynb")
-        sections[claim] = [{"file": f"claims/{claim}", **({"sections": [{"file": f"claims/{doc}"} for _, doc, _ in others]}
+        nbformat.write(nb, src / "claims" / f"{claim.id}.ipynb")
+        sections[claim] = [{"file": f"claims/{claim.id}", **({"sections": [{"file": f"claims/{doc}"} for _, doc, _ in others]}
                                                         if others else {})}]
     parts = []
     for prefix, (title, _) in PAPERS.items():
         chapter = {"file": prefix.lower()}
-        mine = [sec for c, secs in sections.items() if c.startswith(prefix + "-") for sec in secs]
+        mine = [sec for c, secs in sections.items() if c.paper == prefix for sec in secs]
         parts.append({"caption": title, "chapters": [{**chapter, "sections": mine} if mine else chapter]})
     parts.append({"caption": "Findings", "chapters": [{"file": "findings"}]})
     toc = {"format": "jb-book", "root": "intro", "parts": parts}
@@ -266,7 +268,7 @@ def jupyter_book():
 def build(profile="default", strict=False, done=None, out=None):
     """Build the HTML book into <out>/_build/html and return its index.html.
 
-    done: {claim: (executed notebook, its nbdemo metadata)}, by default `executed(profile)`, which runs the stale
+    done: {Claim: (executed notebook, its nbdemo metadata)}, by default `executed(profile)`, which runs the stale
     notebooks; out: book/ for the default profile, build/book-<profile> for the others.
     """
     done = executed(profile) if done is None else done

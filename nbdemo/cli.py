@@ -5,7 +5,7 @@ import os
 import shutil
 import sys
 
-from . import evidence, resolve_device, results, runner
+from . import evidence, params, resolve_device, results, runner
 from .claims import CLAIMS
 
 
@@ -17,11 +17,11 @@ class Parser(argparse.ArgumentParser):
                   if " " in self.prog else f"nbdemo: {message} (see `nbdemo --help`)\n")
 
 
-def claim_id(name):
-    """A claim argument: refused in one line, with the closest known claim, when it is not one."""
+def known_claim(name):
+    """A claim argument, as its `Claim`: refused in one line, with the closest known claim, when it is not one."""
     key = name.upper()
     if key in CLAIMS:
-        return key
+        return CLAIMS[key]
     close = difflib.get_close_matches(key, CLAIMS, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
     raise argparse.ArgumentTypeError(f"unknown claim {name!r}; {hint}the claims are {', '.join(CLAIMS)}")
@@ -29,9 +29,9 @@ def claim_id(name):
 
 def known_profile(name):
     """A profile argument of a command over all claims: it must exist for at least one claim."""
-    if name == "default" or any(name in runner.profiles(c) for c in CLAIMS):
+    if name == "default" or any(name in params.profiles(c) for c in CLAIMS.values()):
         return name
-    names = sorted({p for c in CLAIMS for p in runner.profiles(c)})
+    names = sorted({p for c in CLAIMS.values() for p in params.profiles(c)})
     raise argparse.ArgumentTypeError(f"unknown profile {name!r}; the profiles are {', '.join(names)}")
 
 
@@ -50,8 +50,8 @@ def _overrides(pairs):
 def cmd_list(args):
     print(f"{'claim':8} {'title':40} {'over seeds':15} {'k of n':>7} {'control':15} {'seed-0 page':15} {'runtime':>8}")
     for c in CLAIMS.values():
-        s = evidence.assess(c.id, args.profile)
-        found = runner.latest(c.id, args.profile) if args.profile in runner.profiles(c.id) else None
+        s = evidence.assess(c, args.profile)
+        found = runner.latest(c, args.profile) if args.profile in params.profiles(c) else None
         page = found[1]["verdict"]["outcome"] if found and found[1]["verdict"] else "stale"
         over = "no results" if not s else s["headline"] + (" (stale)" if s["stale"] else "")
         k_of_n = f"{s['reproduced']} of {s['n']}" if s else ""
@@ -68,7 +68,7 @@ def cmd_run(args):
         path, _ = runner.run(claim, args.profile, overrides, commit=args.commit, dry_run=args.dry_run)
         if args.keep:
             if args.profile == "default" or args.dry_run:
-                raise runner.ParameterError("--keep stores the executed notebook of a non-default profile")
+                raise params.ParameterError("--keep stores the executed notebook of a non-default profile")
             kept = results.RESULTS / runner.run_name(args.profile, overrides) / path.name
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, kept)
@@ -77,26 +77,26 @@ def cmd_run(args):
 
 def cmd_sweep(args):
     from .sweep import parse_seeds, sweep
-    claims = [c for c in CLAIMS if args.profile in runner.profiles(c)] if args.all else args.claims
+    claims = [c for c in CLAIMS.values() if args.profile in params.profiles(c)] if args.all else args.claims
     if not claims:
-        raise runner.ParameterError("name the claims to sweep, or give --all")
+        raise params.ParameterError("name the claims to sweep, or give --all")
     overrides = _overrides(args.p)
     if "seed" in overrides:
-        raise runner.ParameterError("a sweep sets the seed itself: give the seeds with --seeds, not -p seed")
+        raise params.ParameterError("a sweep sets the seed itself: give the seeds with --seeds, not -p seed")
     if args.stale:
         # the default profile's check covers each claim's control too, which the claim's headline depends on
         profiles = [args.profile] + ([evidence.CONTROL] if args.profile == "default" and not overrides else [])
-        stale = [(c, p, s) for p in profiles for c in claims if p in runner.profiles(c)
+        stale = [(c, p, s) for p in profiles for c in claims if p in params.profiles(c)
                  for s, (_, fresh) in results.status(c, p, overrides).items() if not fresh]
         for c, p, s in stale:
-            print(f"{c} seed {s}{'' if p == args.profile else f' ({p})'}: stale")
+            print(f"{c.id} seed {s}{'' if p == args.profile else f' ({p})'}: stale")
         print(f"{len(stale)} stored runs are stale")
         sys.exit(1 if stale else 0)
     sweep(claims, parse_seeds(" ".join(args.seeds)), args.profile, overrides, scheduler=args.scheduler,
           workers=args.workers, commit=args.commit, gpu=args.gpu)
     for c in claims:
         s = evidence.assess(c, args.profile) if not overrides else results.summary(c, args.profile, overrides)
-        print(f"{c:8} {s['headline']:15} {s['reproduced']} of {s['n']} seeds reproduce")
+        print(f"{c.id:8} {s['headline']:15} {s['reproduced']} of {s['n']} seeds reproduce")
 
 
 def cmd_book(args):
@@ -117,13 +117,13 @@ def main(argv=None):
     p.add_argument("--profile", type=known_profile, default="default")
     p.set_defaults(func=cmd_list)
 
-    def params(p):
+    def profile_args(p):
         p.add_argument("--profile", default="default", help="a named profile of nbdemo/profiles/<CLAIM>.yml")
         p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="override a parameter")
 
     p = sub.add_parser("run", help="execute claim notebooks into build/ and print wall time and outcome")
-    p.add_argument("claims", nargs="+", type=claim_id)
-    params(p)
+    p.add_argument("claims", nargs="+", type=known_claim)
+    profile_args(p)
     p.add_argument("--commit", action="store_true", help="default profile only: write the executed notebook "
                                                          "into notebooks/ (its committed outputs)")
     p.add_argument("--keep", action="store_true", help="non-default profiles: also store the executed notebook "
@@ -133,10 +133,10 @@ def main(argv=None):
 
     p = sub.add_parser("sweep", help="run claims x seeds on Dask; store each run in results/; rerun only what is "
                                      "missing or stale")
-    p.add_argument("claims", nargs="*", type=claim_id)
+    p.add_argument("claims", nargs="*", type=known_claim)
     p.add_argument("--all", action="store_true", help="every claim")
     p.add_argument("--seeds", nargs="+", default=["0-4"], help="seeds as a list or ranges: 0-4, 0 1 2, 0,3,7")
-    params(p)
+    profile_args(p)
     p.add_argument("--scheduler", help="address of a running Dask scheduler (default: a LocalCluster here)")
     p.add_argument("--workers", type=int, help="workers of the LocalCluster (default: cores / threads per notebook)")
     p.add_argument("--commit", action="store_true", help="the default-profile run of each notebook's own seed "
@@ -159,9 +159,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         args.func(args)
-    except (runner.ParameterError, runner.NotebookFailed) as e:
+    except (params.ParameterError, runner.NotebookFailed) as e:
         print(f"nbdemo: {e}", file=sys.stderr)
-        sys.exit(2 if isinstance(e, runner.ParameterError) else 1)
+        sys.exit(2 if isinstance(e, params.ParameterError) else 1)
     except KeyboardInterrupt:
         sys.exit("nbdemo: interrupted; notebooks/ is untouched and no partial result was kept")
     except BrokenPipeError:  # `nbdemo list | head`: the reader stopped reading (as the Python docs advise)

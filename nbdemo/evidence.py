@@ -13,7 +13,7 @@ and source); nothing is rerun. The rules, stated in the README and on the book's
 import math
 import statistics
 
-from . import results, runner
+from . import params, results
 from .claims import INCONCLUSIVE, REPRODUCED, outcome
 from .verdict import holds, numbers
 
@@ -29,8 +29,8 @@ RULE = ("A check that also holds in the claim's negative control (the same pipel
 def control(claim):
     """{"profile": "control" or None, "about": what the control is, or why the claim has none}; None when the claim
     declares neither."""
-    texts = runner.profile_file(claim)
-    if CONTROL in runner.profiles(claim):
+    texts = params.profile_file(claim)
+    if CONTROL in params.profiles(claim):
         return {"profile": CONTROL, "about": texts.get("control about", "")}
     if "no control" in texts:
         return {"profile": None, "about": texts["no control"]}

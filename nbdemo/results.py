@@ -1,5 +1,7 @@
 """The committed results store: the runs of each claim over seeds, and the rule that turns them into a headline.
 
+Every function takes a `Claim` (`nbdemo.claims.get`), not its id.
+
 `results/<run name>/<CLAIM>.json` (run name as in `runner.run_name`: `default`, `paper`, `default-steps=100`) holds
 {"claim", "profile", "overrides", "runs": {seed: record}}, one record per seed: its outcome, every verdict row, the
 fingerprint of what it depended on, its wall time and provenance. Only the sweep's client writes it, one finished
@@ -11,8 +13,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from . import runner
-from .claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ROOT, get
+from . import fingerprint, params, runner
+from .claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ROOT
 
 RESULTS = Path(os.environ.get("NBDEMO_RESULTS", ROOT / "results"))
 MIN_SEEDS, MAJORITY = 5, 0.8
@@ -37,7 +39,7 @@ def headline(outcomes):
 
 
 def path(claim, profile="default", overrides=None):
-    return RESULTS / runner.run_name(profile, overrides) / f"{get(claim).id}.json"
+    return RESULTS / runner.run_name(profile, overrides) / f"{claim.id}.json"
 
 
 def load(claim, profile="default", overrides=None):
@@ -55,20 +57,20 @@ def record(meta):
             **{k: meta[k] for k in ("fingerprint", "wall_s", "commit", "started", "provenance")}}
 
 
-def store(meta, profile="default", overrides=None):
-    """Add one finished run to its claim's file, atomically (only the sweep's client calls this)."""
-    runs = load(meta["claim"], profile, overrides)
+def store(claim, meta, profile="default", overrides=None):
+    """Add one finished run of a claim to its file, atomically (only the sweep's client calls this)."""
+    runs = load(claim, profile, overrides)
     rec = record(meta)
     runs[rec["seed"]] = rec
-    body = {"claim": meta["claim"], "profile": profile,
+    body = {"claim": claim.id, "profile": profile,
             "overrides": {k: v for k, v in meta["overrides"].items() if k != "seed"},
             "runs": {str(s): runs[s] for s in sorted(runs)}}
-    runner.atomic_write(json.dumps(body, indent=1, ensure_ascii=False) + "\n", path(meta["claim"], profile, overrides))
+    runner.atomic_write(json.dumps(body, indent=1, ensure_ascii=False) + "\n", path(claim, profile, overrides))
 
 
 def expected_fingerprint(claim, seed, profile="default", overrides=None):
-    _, full = runner.resolve(claim, profile, {**(overrides or {}), "seed": seed})
-    return runner.fingerprint(claim, full)
+    _, full = params.resolve(claim, profile, {**(overrides or {}), "seed": seed})
+    return fingerprint.of(claim, full)
 
 
 def status(claim, profile="default", overrides=None):
@@ -98,5 +100,5 @@ def summary(claim, profile="default", overrides=None):
 
 def executed(claim, profile):
     """A committed executed notebook of a non-default profile (e.g. a paper profile run on a GPU), or None."""
-    nb = RESULTS / profile / f"{get(claim).id}.ipynb"
+    nb = RESULTS / profile / f"{claim.id}.ipynb"
     return nb if nb.exists() else None

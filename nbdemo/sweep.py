@@ -15,8 +15,8 @@ import time
 import torch
 from distributed import Client, LocalCluster, as_completed
 
-from . import results, runner
-from .claims import get
+from . import params, results, runner
+from .claims import Claim, get
 
 
 def parse_seeds(text):
@@ -25,16 +25,16 @@ def parse_seeds(text):
     for part in filter(None, re.split(r"[\s,]+", str(text).strip())):
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
         if not m or (m[2] is not None and int(m[2]) < int(m[1])):
-            raise runner.ParameterError(f"seeds {text!r}: give seeds >= 0 as a list or ranges, e.g. 0-4 or 0,3,7")
+            raise params.ParameterError(f"seeds {text!r}: give seeds >= 0 as a list or ranges, e.g. 0-4 or 0,3,7")
         seeds.update(range(int(m[1]), int(m[2] or m[1]) + 1))
     if not seeds:
-        raise runner.ParameterError("seeds: give at least one seed, e.g. 0-4")
+        raise params.ParameterError("seeds: give at least one seed, e.g. 0-4")
     return sorted(seeds)
 
 
 def _is_page(claim, seed, profile, overrides):
     """Whether this run is the committed notebook's: the default profile with no override but its own seed."""
-    return profile == "default" and not overrides and seed == runner.defaults(claim)["seed"]
+    return profile == "default" and not overrides and seed == params.defaults(claim)["seed"]
 
 
 def plan(claims, seeds, profile="default", overrides=None, commit=False):
@@ -44,7 +44,7 @@ def plan(claims, seeds, profile="default", overrides=None, commit=False):
     for claim in claims:
         stored = results.status(claim, profile, overrides)
         for seed in seeds:
-            runner.resolve(claim, profile, {**(overrides or {}), "seed": seed})
+            params.resolve(claim, profile, {**(overrides or {}), "seed": seed})
             fresh = seed in stored and stored[seed][1]
             page_stale = commit and _is_page(claim, seed, profile, overrides) and runner.latest(claim) is None
             if not fresh or page_stale:
@@ -91,7 +91,7 @@ def _run(client, todo, profile, overrides, commit, gpu, env, log):
     workers = client.scheduler_info()["workers"].values()
     log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all")
     futures = {client.submit(task, claim, seed, profile, overrides, commit, env, pure=False, priority=-i,
-                             key=f"{claim}-seed{seed}-{os.urandom(4).hex()}",  # in the order given
+                             key=f"{claim.id}-seed{seed}-{os.urandom(4).hex()}",  # in the order given
                              resources={"GPU": 1} if gpu else None): (claim, seed)
                for i, (claim, seed) in enumerate(todo)}
     t0, done, failed = time.perf_counter(), 0, []
@@ -104,10 +104,10 @@ def _run(client, todo, profile, overrides, commit, gpu, env, log):
             failed.append((claim, seed))
             what = f"FAILED: {' '.join(str(e).split())[:300]}"
         else:
-            results.store(meta, profile, overrides)
+            results.store(claim, meta, profile, overrides)
             what = f"{meta['verdict']['outcome'] if meta['verdict'] else 'no verdict'} in {meta['wall_s']:.1f} s"
         left = (time.perf_counter() - t0) / done * (len(todo) - done)
-        log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim} seed {seed}: {what} | {len(failed)} failed | "
+        log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim.id} seed {seed}: {what} | {len(failed)} failed | "
             f"about {left / 60:.0f} min left")
     return failed
 
@@ -116,9 +116,11 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, w
           log=print):
     """Run what is missing or stale of claims × seeds on Dask; store each run as it finishes.
 
-    Returns the list of runs started, as (claim, seed). workers: of the LocalCluster (default `local_workers()`);
-    gpu: each task asks its worker for the resource GPU=1 (workers started with `--resources GPU=1`)."""
-    claims, overrides = [get(c).id for c in claims], overrides or {}
+    claims: `Claim`s or their ids (an entry point: ids are looked up here, once). Returns the list of runs started,
+    as (Claim, seed). workers: of the LocalCluster (default `local_workers()`); gpu: each task asks its worker for the
+    resource GPU=1 (workers started with `--resources GPU=1`)."""
+    claims = [c if isinstance(c, Claim) else get(c) for c in claims]
+    overrides = overrides or {}
     todo = plan(claims, seeds, profile, overrides, commit)
     if not todo:
         log(f"nothing to run: {len(claims)} claims x {len(seeds)} seeds are stored and fresh in "
@@ -134,5 +136,5 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, w
             cluster.close()
     if failed:
         raise runner.NotebookFailed(f"{len(failed)} of {len(todo)} runs failed: "
-                                    + ", ".join(f"{c} seed {s}" for c, s in failed) + "; the others are stored")
+                                    + ", ".join(f"{c.id} seed {s}" for c, s in failed) + "; the others are stored")
     return todo

@@ -7,13 +7,13 @@ from nbdemo.verdict import Verdict, ours
 
 
 def _fake_meta(claim, seed, outcome=REPRODUCED, fresh=True, profile="default"):
-    """The metadata `runner.run` returns, for a run that never happened: one requirement and one check (each with
-    a statistic of 1 where it passes and 0 where it fails, against 0.5) whose results give `outcome`; its
+    """The metadata `runner.run` returns for a `Claim`, for a run that never happened: one requirement and one check
+    (each with a statistic of 1 where it passes and 0 where it fails, against 0.5) whose results give `outcome`; its
     fingerprint is today's (or not, with fresh=False)."""
-    v = Verdict(claim)
+    v = Verdict(claim.id)
     v.require("fit", float(outcome != INCONCLUSIVE), ">=", 0.5, source=ours("synthetic"))
     v.check("claim", float(outcome == REPRODUCED), ">=", 0.5, source=ours("synthetic"))
-    return {"claim": claim, "overrides": {"seed": seed}, "parameters": {"seed": seed},
+    return {"claim": claim.id, "overrides": {"seed": seed}, "parameters": {"seed": seed},
             "verdict": {"outcome": outcome, "rows": v.rows},
             "fingerprint": results.expected_fingerprint(claim, seed, profile) if fresh else "0" * 16,
             "wall_s": 1.0 + seed, "commit": "abc", "started": "now", "provenance": {"device": "cpu"}}

@@ -3,9 +3,11 @@ import math
 
 import pytest
 
-from nbdemo import evidence, results, runner
-from nbdemo.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from nbdemo import evidence, params, results
+from nbdemo.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from nbdemo.verdict import Verdict, holds, ours, paper
+
+MLI7 = CLAIMS["MLI-7"]
 
 
 def rows(ratio, gap=0.5):
@@ -30,11 +32,11 @@ def store(tmp_path, monkeypatch):
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "MLI-7.yml").write_text(
         "control:\n  steps: 0\ncontrol about: the untrained network\n")
-    monkeypatch.setattr(runner, "PROFILES", tmp_path / "profiles")
+    monkeypatch.setattr(params, "PROFILES", tmp_path / "profiles")
 
     def put(profile, ratios, gaps=None):
         for seed, ratio in enumerate(ratios):
-            results.store(meta(seed, rows(ratio, (gaps or [0.5] * len(ratios))[seed])), profile)
+            results.store(MLI7, meta(seed, rows(ratio, (gaps or [0.5] * len(ratios))[seed])), profile)
     return put
 
 
@@ -59,25 +61,25 @@ def test_a_row_states_its_source_and_its_pass_is_computed():
 def test_a_check_that_holds_in_its_control_is_uninformative(store):
     store("default", [6, 7, 8, 9, 6.5])              # every seed reproduces
     store("control", [9.4, 9.3, 2, 6.3, 8.3], gaps=[-1] * 5)  # the untrained net passes the ratio check in 4 of 5
-    a = evidence.assess("MLI-7")
+    a = evidence.assess(MLI7)
     assert a["over_seeds"] == REPRODUCED and a["uninformative"] == ["ratio s1/s2"]
     assert a["headline"] == INCONCLUSIVE and a["declared"]["about"] == "the untrained network"
     store("control", [1, 2, 3, 9, 9], gaps=[-1] * 5)  # now only 2 of 5 control seeds pass: informative
-    a = evidence.assess("MLI-7")
+    a = evidence.assess(MLI7)
     assert a["uninformative"] == [] and a["headline"] == REPRODUCED
 
 
 def test_the_headline_flips_at_the_nearest_measured_value(store):
     store("default", [5.2, 5.5, 6, 7, 4.0])  # 4 of 5 reproduce at >= 5
     store("control", [1, 1, 1, 1, 1], gaps=[-1] * 5)
-    f = evidence.assess("MLI-7")["flips"]
+    f = evidence.assess(MLI7)["flips"]
     assert set(f) == {"ratio s1/s2", "trained: training error"}  # the paper's threshold is not varied
     ratio = f["ratio s1/s2"]
     # past 5.2 the second seed fails too: 3 of 5, MIXED; 5.2 is within 10% of 5
     assert ratio["at"] == 5.2 and ratio["headline"] == results.MIXED and ratio["sensitive"]
     # training error is 0 in every seed: only a threshold below 0 fails them all
     assert f["trained: training error"] == {"at": 0, "headline": INCONCLUSIVE, "threshold": 0.25, "sensitive": False}
-    effects = {r["name"]: (s, c) for r, s, c in evidence.assess("MLI-7")["effects"]}
+    effects = {r["name"]: (s, c) for r, s, c in evidence.assess(MLI7)["effects"]}
     s, c = effects["ratio s1/s2"]
     assert (s["n"], s["min"], s["max"]) == (5, 4.0, 7) and s["mean"] == pytest.approx(5.54) and c["mean"] == 1
 
@@ -86,7 +88,7 @@ def test_rows_stored_before_their_numbers_are_judged_by_their_pass(store):
     for seed in range(5):
         ok = seed > 0
         legacy = [{"kind": "check", "name": "claim", "expected": "", "measured": "1", "ok": ok}]
-        results.store({**meta(seed, legacy), "verdict": {"outcome": REPRODUCED if ok else NOT_REPRODUCED,
+        results.store(MLI7, {**meta(seed, legacy), "verdict": {"outcome": REPRODUCED if ok else NOT_REPRODUCED,
                                                           "rows": legacy}})
-    a = evidence.assess("MLI-7")
+    a = evidence.assess(MLI7)
     assert a["headline"] == REPRODUCED and a["flips"] == {} and a["control"] is None

@@ -14,10 +14,10 @@ import ast
 import nbformat
 import pytest
 
-from nbdemo import runner
+from nbdemo import params, runner
 from nbdemo.claims import CLAIMS
 
-WITH_NOTEBOOK = [c for c in CLAIMS if CLAIMS[c].notebook.exists()]
+WITH_NOTEBOOK = [c for c in CLAIMS.values() if c.notebook.exists()]
 # Seconds one dry run may take on the project's 2-core CPU while `make test`'s other worker runs beside it. The
 # slowest, PFC-4's CIFAR-100 and STL-10 ResNets, took 55 s so (PCB-3's 5-layer linear nets up to 2,048 wide on
 # 3,072 inputs took 38 s alone, 69-79 s so, until metrics/pcb stopped multiplying by 3,072 x 3,072 identities:
@@ -33,7 +33,7 @@ SAMPLING = {"n_models": 2, "n_mlp_models": 2, "n_alphas": 5}
 
 def sampling(claim, profile):
     """The SAMPLING overrides for a dry run of this profile: only names the notebook has, and never upwards."""
-    _, full = runner.resolve(claim, profile)
+    _, full = params.resolve(claim, profile)
     return {k: min(v, full[k]) for k, v in SAMPLING.items() if k in full}
 
 
@@ -53,23 +53,23 @@ def kernel():
         yield km
 
 
-@pytest.mark.parametrize("claim", WITH_NOTEBOOK)
+@pytest.mark.parametrize("claim", WITH_NOTEBOOK, ids=lambda c: c.id)
 def test_paper_profiles_run_in_shape(claim, tmp_path, monkeypatch, kernel):
     """Build the paper's model and take two steps on random tensors of the paper dataset's shape."""
     monkeypatch.setattr(runner, "BUILD", tmp_path)
-    for profile in runner.profiles(claim):
+    for profile in params.profiles(claim):
         if profile != "default":
             fewer = sampling(claim, profile)
             path, meta = runner.run(claim, profile, fewer, dry_run=True, kernel=kernel, log=lambda *_: None)
             nb = nbformat.read(path, as_version=4)
             assert meta["dry_run"] and nb.cells
             # the profile's own values (the paper's widths, depths, datasets) are what the notebook ran with
-            changed, _ = runner.resolve(claim, profile)
+            changed, _ = params.resolve(claim, profile)
             ran = injected(nb)
             assert {k: ran[k] for k in ran if k not in fewer} == {k: changed[k] for k in changed if k not in fewer}, \
-                f"{claim} [{profile}]: injected parameters differ from the profile"
+                f"{claim.id} [{profile}]: injected parameters differ from the profile"
             # every code cell ran, none raised
             code = [c for c in nb.cells if c.cell_type == "code"]
-            assert all(c.execution_count is not None for c in code), f"{claim} [{profile}]: a cell did not run"
+            assert all(c.execution_count is not None for c in code), f"{claim.id} [{profile}]: a cell did not run"
             assert not [o for c in code for o in c.outputs if o.output_type == "error"]
-            assert meta["wall_s"] <= BUDGET_S, f"{claim} [{profile}] dry run took {meta['wall_s']} s > {BUDGET_S} s"
+            assert meta["wall_s"] <= BUDGET_S, f"{claim.id} [{profile}] dry run took {meta['wall_s']} s > {BUDGET_S} s"

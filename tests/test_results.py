@@ -4,10 +4,11 @@ import shutil
 
 import pytest
 
-from nbdemo import results, runner
+from nbdemo import fingerprint, params, results, runner
 from nbdemo.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 
 R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
+MLI7, PCB1 = CLAIMS["MLI-7"], CLAIMS["PCB-1"]
 
 
 @pytest.mark.parametrize("outcomes, headline", [
@@ -22,47 +23,48 @@ def test_headline_over_seeds(outcomes, headline):
 def test_store_keeps_one_record_per_seed_and_summarises(tmp_path, monkeypatch, fake_meta):
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     for seed, outcome in [(0, R), (1, R), (2, N), (1, R), (3, I), (4, R)]:  # seed 1 stored twice: replaced
-        results.store(fake_meta("MLI-7", seed, outcome))
-    body = json.loads(results.path("MLI-7").read_text())
+        results.store(MLI7, fake_meta(MLI7, seed, outcome))
+    body = json.loads(results.path(MLI7).read_text())
     assert list(body["runs"]) == ["0", "1", "2", "3", "4"] and not list(tmp_path.rglob("*.tmp"))
-    s = results.summary("MLI-7")
+    s = results.summary(MLI7)
     assert (s["headline"], s["n"], s["reproduced"], s["stale"]) == (results.MIXED, 5, 3, [])
     assert s["rows"] == {("requirement", "fit"): [4, 5], ("check", "claim"): [3, 5]}
-    results.store(fake_meta("MLI-7", 2, NOT_REPRODUCED, fresh=False))
-    assert results.summary("MLI-7")["stale"] == [2]
+    results.store(MLI7, fake_meta(MLI7, 2, NOT_REPRODUCED, fresh=False))
+    assert results.summary(MLI7)["stale"] == [2]
 
 
 def test_editing_one_papers_metrics_stales_only_its_claims(tmp_path, monkeypatch):
     package = tmp_path / "nbdemo"
-    shutil.copytree(runner.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(runner, "PACKAGE", package)
-    before = {c: runner.fingerprint(c, runner.defaults(c)) for c in CLAIMS}
+    shutil.copytree(fingerprint.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(fingerprint, "PACKAGE", package)
+    before = {c.id: fingerprint.of(c, params.defaults(c)) for c in CLAIMS.values()}
     with open(package / "metrics" / "pcb.py", "a") as f:
         f.write("\n# an edit\n")
-    after = {c: runner.fingerprint(c, runner.defaults(c)) for c in CLAIMS}
+    after = {c.id: fingerprint.of(c, params.defaults(c)) for c in CLAIMS.values()}
     changed = {c for c in CLAIMS if before[c] != after[c]}
     assert changed and all(c.startswith("PCB-") for c in changed)
     assert not {"TFD-1", "PFC-1", "MLI-1"} & changed and "PCB-1" in changed
-    assert runner.fingerprint("PCB-1", {**runner.defaults("PCB-1"), "seed": 1}) != after["PCB-1"]
+    assert fingerprint.of(PCB1, {**params.defaults(PCB1), "seed": 1}) != after["PCB-1"]
 
 
 def test_modules_no_notebook_runs_are_in_no_fingerprint():
-    outside = {runner.PACKAGE / f for f in ("runner.py", "book.py", "cli.py", "sweep.py", "results.py", "bench.py")}
-    for claim in CLAIMS:
-        deps = set(runner.dependencies(claim))
-        assert runner.PACKAGE / "claims.py" in deps and not deps & outside, claim
+    outside = {fingerprint.PACKAGE / f for f in ("runner.py", "params.py", "fingerprint.py", "book.py", "cli.py",
+                                                 "sweep.py", "results.py", "evidence.py", "bench.py")}
+    for claim in CLAIMS.values():
+        deps = set(fingerprint.dependencies(claim))
+        assert fingerprint.PACKAGE / "claims.py" in deps and not deps & outside, claim.id
 
 
-@pytest.mark.parametrize("claim", CLAIMS)
+@pytest.mark.parametrize("claim", CLAIMS.values(), ids=lambda c: c.id)
 def test_committed_results_hold_the_seed_0_page_and_are_fresh(claim):
     """Every claim has its default-profile run of the notebook's own seed stored (the committed page's run) and at
     least 5 seeds in all, so that it has a headline, and no stored run is stale: a change of the notebook's code, of
     a module it imports, or of its parameters needs `nbdemo sweep` again."""
-    status = results.status(claim)
-    assert runner.defaults(claim)["seed"] in status, f"{claim}: run `nbdemo sweep {claim} --seeds 0 --commit`"
-    assert len(status) >= results.MIN_SEEDS, f"{claim}: {len(status)} seeds; run `nbdemo sweep {claim} --seeds 0-4`"
+    status, c = results.status(claim), claim.id
+    assert params.defaults(claim)["seed"] in status, f"{c}: run `nbdemo sweep {c} --seeds 0 --commit`"
+    assert len(status) >= results.MIN_SEEDS, f"{c}: {len(status)} seeds; run `nbdemo sweep {c} --seeds 0-4`"
     stale = sorted(s for s, (_, fresh) in status.items() if not fresh)
-    assert not stale, f"{claim}: seeds {stale} are stale; run `nbdemo sweep {claim} --seeds 0-4`"
+    assert not stale, f"{c}: seeds {stale} are stale; run `nbdemo sweep {c} --seeds 0-4`"
     page = runner.latest(claim)
-    assert page and page[1]["verdict"]["rows"] == status[runner.defaults(claim)["seed"]][0]["rows"], \
-        f"{claim}: the committed notebook is not the stored seed-0 run"
+    assert page and page[1]["verdict"]["rows"] == status[params.defaults(claim)["seed"]][0]["rows"], \
+        f"{c}: the committed notebook is not the stored seed-0 run"

@@ -14,18 +14,19 @@ import nbformat
 import pytest
 import yaml
 
-from nbdemo import cli, results, runner
+from nbdemo import cli, params, results, runner
 from nbdemo.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ROOT, Verdict
 from nbdemo.train import History
 
-WITH_NOTEBOOK = [c for c in CLAIMS if CLAIMS[c].notebook.exists()]
+WITH_NOTEBOOK = [c for c in CLAIMS.values() if c.notebook.exists()]
+TFD1, PCB1, PFC4 = CLAIMS["TFD-1"], CLAIMS["PCB-1"], CLAIMS["PFC-4"]
 NBDEMO = [sys.executable, "-m", "nbdemo.cli"]
 
 
 def test_every_notebook_and_profile_belongs_to_a_registered_claim():
     assert len(CLAIMS) == 32
     assert {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")} <= set(CLAIMS)
-    assert {p.stem for p in runner.PROFILES.glob("*.yml")} <= set(WITH_NOTEBOOK)
+    assert {p.stem for p in params.PROFILES.glob("*.yml")} <= {c.id for c in WITH_NOTEBOOK}
 
 
 def test_outcome_is_inconclusive_when_a_requirement_fails_else_reproduced_only_if_every_check_holds():
@@ -48,7 +49,7 @@ def test_outcome_is_inconclusive_when_a_requirement_fails_else_reproduced_only_i
 
 def test_every_notebook_states_requirements_and_checks_and_reports_once():
     for claim in WITH_NOTEBOOK:
-        nb = nbformat.read(CLAIMS[claim].notebook, as_version=4)
+        nb = nbformat.read(claim.notebook, as_version=4)
         cells = [c.source for c in nb.cells if "nbval-check-output" in c.metadata.get("tags", [])]
         assert len(cells) == 1 and cells[0].count("v.report()") == 1 and "check_finite" not in cells[0], claim
         kinds = {r["kind"] for r in nb.metadata["nbdemo"]["verdict"]["rows"]}  # as the committed run recorded them
@@ -58,7 +59,7 @@ def test_every_notebook_states_requirements_and_checks_and_reports_once():
 def test_no_notebook_cell_holds_control_characters():
     """A "\\alpha" written in a non-raw string becomes BEL + "lpha"; the book then shows "lpha"."""
     for claim in WITH_NOTEBOOK:
-        for i, cell in enumerate(nbformat.read(CLAIMS[claim].notebook, as_version=4).cells):
+        for i, cell in enumerate(nbformat.read(claim.notebook, as_version=4).cells):
             bad = re.findall(r"[\x00-\x08\x0b-\x1f\x7f]|\t(?=heta|au|imes|ext|ilde|op|riangle)", cell.source)
             assert not bad, (claim, i, bad)
 
@@ -82,33 +83,33 @@ def test_environment_yml_lists_the_pyproject_dependencies():
     ({"device": "gpu"}, "'device' = 'gpu' is impossible"),
 ])
 def test_bad_parameters_are_refused_with_the_name(overrides, message):
-    with pytest.raises(runner.ParameterError, match=re.escape(message)):
-        runner.resolve("TFD-1", "default", overrides)
+    with pytest.raises(params.ParameterError, match=re.escape(message)):
+        params.resolve(TFD1, "default", overrides)
 
 
 def test_training_precision_is_checked():
-    with pytest.raises(runner.ParameterError, match="'precision' = 'float16' is impossible"):
-        runner.resolve("PFC-4", "default", {"precision": "float16"})
-    assert runner.resolve("PFC-4", "default", {"precision": "bfloat16", "torch_compile": "true"})[0] == {
+    with pytest.raises(params.ParameterError, match="'precision' = 'float16' is impossible"):
+        params.resolve(PFC4, "default", {"precision": "float16"})
+    assert params.resolve(PFC4, "default", {"precision": "bfloat16", "torch_compile": "true"})[0] == {
         "precision": "bfloat16", "torch_compile": True}
 
 
 def test_good_overrides_are_typed():
-    changed, full = runner.resolve("TFD-1", "default", {"steps": "300", "gamma": "1", "dataset": "mnist"})
+    changed, full = params.resolve(TFD1, "default", {"steps": "300", "gamma": "1", "dataset": "mnist"})
     assert changed == {"steps": 300, "gamma": 1.0, "dataset": "mnist"} and full["width"] == 512
 
 
 def test_unknown_profile_is_refused():
-    with pytest.raises(runner.ParameterError, match="no profile 'papr'"):
-        runner.resolve("TFD-1", "papr")
+    with pytest.raises(params.ParameterError, match="no profile 'papr'"):
+        params.resolve(TFD1, "papr")
 
 
-@pytest.mark.parametrize("claim", WITH_NOTEBOOK)
+@pytest.mark.parametrize("claim", WITH_NOTEBOOK, ids=lambda c: c.id)
 def test_every_profile_is_valid(claim):
-    named = runner.profiles(claim)
-    assert "paper" in named or len(named) > 1, f"{claim} has no paper profile"
+    named = params.profiles(claim)
+    assert "paper" in named or len(named) > 1, f"{claim.id} has no paper profile"
     for profile in named:
-        runner.resolve(claim, profile)
+        params.resolve(claim, profile)
 
 
 REFUSED = [  # (arguments, what the one line of stderr must say); every case runs the real CLI
@@ -163,9 +164,9 @@ def test_cli_refuses_bad_input_in_one_line_before_running(nbdemo_cli, tmp_path, 
 @pytest.mark.parametrize("text, message", MALFORMED, ids=[m for _, m in MALFORMED])
 def test_a_malformed_profile_file_is_refused_in_one_line(nbdemo_cli, tmp_path, monkeypatch, text, message):
     profiles = tmp_path / "profiles"  # a copy of nbdemo/profiles with TFD-1's file broken
-    shutil.copytree(runner.PROFILES, profiles)
+    shutil.copytree(params.PROFILES, profiles)
     (profiles / "TFD-1.yml").write_text(text)
-    monkeypatch.setattr(runner, "PROFILES", profiles)
+    monkeypatch.setattr(params, "PROFILES", profiles)
     for args in (["run", "TFD-1", "--profile", "paper"], ["sweep", "TFD-1", "--seeds", "0-1", "--profile", "paper"]):
         _refused_in_one_line(*nbdemo_cli(args), message, tmp_path, keep=profiles)
 
@@ -237,24 +238,24 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, sig):
 def test_rerun_gives_identical_verdict(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "BUILD", tmp_path)
     small = {"steps": 200, "n_eval": 500, "width": 64}
-    first = runner.run("TFD-1", overrides=small, log=lambda *_: None)[1]["verdict"]
-    Path(runner.output_path("TFD-1", overrides=small)).unlink()
-    second = runner.run("TFD-1", overrides=small, log=lambda *_: None)[1]["verdict"]
+    first = runner.run(TFD1, overrides=small, log=lambda *_: None)[1]["verdict"]
+    Path(runner.output_path(TFD1, overrides=small)).unlink()
+    second = runner.run(TFD1, overrides=small, log=lambda *_: None)[1]["verdict"]
     assert first == second and first["rows"]
 
 
 def test_corrupted_or_truncated_results_count_as_stale(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "BUILD", tmp_path)
-    path = runner.output_path("TFD-1", "paper")
+    path = runner.output_path(TFD1, "paper")
     path.parent.mkdir(parents=True)
     for junk in ["", '{"cells": [', "\x00\x01 not json"]:
         path.write_text(junk)
-        assert runner.latest("TFD-1", "paper") is None
+        assert runner.latest(TFD1, "paper") is None
 
 
 def test_divergence_is_an_inconclusive_run_with_its_step_not_a_crash(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "BUILD", tmp_path)
-    verdict = runner.run("TFD-1", overrides={"lr": 1e4, "steps": 200, "n_eval": 500, "width": 64},
+    verdict = runner.run(TFD1, overrides={"lr": 1e4, "steps": 200, "n_eval": 500, "width": 64},
                          log=lambda *_: None)[1]["verdict"]
     finite = next(r for r in verdict["rows"] if r["name"] == "training stayed finite")
     assert verdict["outcome"] == INCONCLUSIVE and finite["kind"] == "requirement" and not finite["ok"]
@@ -263,5 +264,5 @@ def test_divergence_is_an_inconclusive_run_with_its_step_not_a_crash(tmp_path, m
 
 @pytest.mark.parametrize("classes", ["[0, 12]", "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]", "[-1, 2]"])
 def test_classes_that_the_dataset_lacks_are_refused(classes):
-    with pytest.raises(runner.ParameterError, match="does not fit fashion-mnist, which has classes 0..9"):
-        runner.resolve("PCB-1", "default", {"classes": classes})
+    with pytest.raises(params.ParameterError, match="does not fit fashion-mnist, which has classes 0..9"):
+        params.resolve(PCB1, "default", {"classes": classes})

@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from nbdemo import results, sweep
-from nbdemo.claims import OUTCOMES
+from nbdemo.claims import CLAIMS, OUTCOMES
 
 DASK = str(Path(sys.executable).with_name("dask"))
-CLAIM, SMALL = "MLI-7", {"steps": 200}
+CLAIM, SMALL = CLAIMS["MLI-7"], {"steps": 200}
 
 
 @pytest.fixture

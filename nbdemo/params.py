@@ -1,0 +1,148 @@
+"""A claim's parameters: its notebook's `parameters` cell, its named profiles, overrides, and their validation.
+
+Every function takes a `Claim` (`nbdemo.claims.get` turns an id into one). `resolve(claim, profile, overrides)` is
+what a run uses: the profile's overrides, then the caller's, checked (names, types, allowed values) before anything
+runs; a bad one raises `ParameterError` with one line that names it.
+"""
+import ast
+import math
+import re
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from .data import DATASETS
+from .train import PRECISIONS
+
+PROFILES = Path(__file__).parent / "profiles"
+# Keys of a profile file that are texts, not profiles: what the `control` profile is and why it must fail the checks,
+# or why the claim has no control (see nbdemo.evidence).
+CONTROL_TEXTS = ("control about", "no control")
+
+
+class ParameterError(ValueError):
+    """A parameter that the notebook does not have, of the wrong type, or with an impossible value."""
+
+
+def defaults(claim):
+    """The notebook's parameters cell (its default profile), as {name: literal}."""
+    nb = nbformat.read(claim.notebook, as_version=4)
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise ParameterError(f"{claim.id}: the notebook needs exactly one cell tagged 'parameters'")
+    values = {}
+    for node in ast.parse(cells[0].source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            raise ParameterError(f"{claim.id}: the parameters cell may only hold `name = literal` lines")
+        values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values
+
+
+def profile_file(claim):
+    """The mapping in nbdemo/profiles/<CLAIM>.yml ({} when there is none)."""
+    path = PROFILES / f"{claim.id}.yml"
+    try:
+        named = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
+    except yaml.YAMLError as e:
+        raise ParameterError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
+    if not isinstance(named, dict):
+        raise ParameterError(f"{path}: a profile file is a mapping of profile names to overrides")
+    return named
+
+
+def profiles(claim):
+    """Named profiles of overrides from nbdemo/profiles/<CLAIM>.yml; "default" is the parameters cell itself."""
+    named = {k: v for k, v in profile_file(claim).items() if k not in CONTROL_TEXTS}
+    bad = [k for k, v in named.items() if not isinstance(v, dict)]
+    if bad:
+        raise ParameterError(f"{PROFILES / f'{claim.id}.yml'}: a profile is a mapping of parameter names to values; "
+                             f"{', '.join(map(str, bad))} is not")
+    return {"default": {}, **named}
+
+
+def _positive(v):
+    return v > 0
+
+
+RULES = {  # parameter name -> (test, what is allowed)
+    "steps": (lambda v: v >= 0, "an integer >= 0"),
+    "epochs": (lambda v: v >= 0, "an integer >= 0"),
+    "width": (_positive, "a positive integer"),
+    "depth": (_positive, "a positive integer"),
+    "blocks": (_positive, "a positive integer"),
+    "batch_size": (_positive, "a positive integer"),
+    "lr": (_positive, "a number > 0"),
+    "gamma": (_positive, "a number > 0 (the init variance factor)"),
+    "beta": (_positive, "a number > 0 (the init output scale)"),
+    "momentum": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "weight_decay": (lambda v: v >= 0, "a number >= 0"),
+    "seed": (lambda v: v >= 0, "an integer >= 0"),
+    "seeds": (lambda v: len(v) > 0 and all(isinstance(s, int) and s >= 0 for s in v), "a non-empty list of integers >= 0"),
+    "dataset": (lambda v: v in DATASETS, f"one of {sorted(DATASETS)}"),
+    "precision": (lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
+    "device": (lambda v: re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", v) is not None, "auto, cpu, cuda, cuda:N or mps"),
+}
+
+
+def _coerce(name, value, default):
+    """Parse a command-line string as YAML and check it against the type of the default value."""
+    if isinstance(value, str) and not isinstance(default, str):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ParameterError(f"parameter {name!r}: cannot read {value!r} as a value") from None
+    if isinstance(default, float) and isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if default is None:
+        return value
+    want = type(default)
+    ok = isinstance(value, want) and not (isinstance(value, bool) and want is not bool)
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    if not ok:
+        raise ParameterError(f"parameter {name!r} must be {want.__name__} (default {default!r}), got {value!r}")
+    if not _finite(value):
+        raise ParameterError(f"parameter {name!r} = {value!r} is impossible: a number must be finite")
+    return value
+
+
+def _finite(value):
+    """No NaN or infinity anywhere in a value (numbers inside lists too)."""
+    if isinstance(value, (list, tuple)):
+        return all(map(_finite, value))
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def validate(claim, overrides):
+    """Check override names, types and values against the notebook's parameters; return the full parameter dict."""
+    params = defaults(claim)
+    unknown = sorted(set(overrides) - set(params))
+    if unknown:
+        raise ParameterError(f"{claim.id} has no parameter {', '.join(map(repr, unknown))}; "
+                             f"its parameters are: {', '.join(sorted(params))}")
+    for name, value in overrides.items():
+        params[name] = _coerce(name, value, params[name])
+    for name, value in params.items():
+        test, allowed = RULES.get(name) or ((_positive, "a positive integer") if name.startswith("n_") else (None, ""))
+        if test and not test(value):
+            raise ParameterError(f"parameter {name!r} = {value!r} is impossible: it must be {allowed}")
+    if "classes" in params and "dataset" in params and isinstance(params["classes"], list):
+        k = DATASETS[params["dataset"]][1]
+        if len(params["classes"]) > k or not all(isinstance(c, int) and 0 <= c < k for c in params["classes"]):
+            raise ParameterError(f"parameter 'classes' = {params['classes']} does not fit {params['dataset']}, "
+                                 f"which has classes 0..{k - 1}")
+    return params
+
+
+def resolve(claim, profile="default", overrides=None):
+    """Profile overrides, then command-line overrides, validated. Returns (changed parameters, all parameters)."""
+    named = profiles(claim)
+    if profile not in named:
+        raise ParameterError(f"{claim.id} has no profile {profile!r}; its profiles are: {', '.join(named)}")
+    changed = {**named[profile], **(overrides or {})}
+    full = validate(claim, changed)
+    return {k: full[k] for k in changed}, full
