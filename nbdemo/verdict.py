@@ -40,9 +40,10 @@ def source_text(source):
 
 
 def encode(x):
-    """A number for JSON: finite floats as they are, inf and NaN as the strings 'inf', '-inf', 'nan'."""
+    """A number for JSON: finite floats to 6 significant digits (the last bits of a float sum are not the claim's,
+    and nbval compares the stored rows), inf and NaN as the strings 'inf', '-inf', 'nan'."""
     x = float(x)
-    return x if math.isfinite(x) else str(x)
+    return float(f"{x:.6g}") if math.isfinite(x) else str(x)
 
 
 def decode(x):
@@ -69,8 +70,11 @@ def holds(value, op, threshold):
 
 
 def _stored(value):
+    """A statistic as stored: one number (a float, an int, a 0-d tensor or array) or a list of numbers."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
     xs = [encode(x) for x in numbers(value)]
-    return xs[0] if len(xs) == 1 and not isinstance(value, (list, tuple)) and not hasattr(value, "tolist") else xs
+    return xs if isinstance(value, (list, tuple)) else xs[0]
 
 
 class Verdict:
@@ -86,14 +90,18 @@ class Verdict:
         self.claim = get(claim_id).id
         self.rows = []
 
+    def _unique(self, name):
+        """Rows are matched by name across seeds and with the control's rows: one verdict cannot have a name twice."""
+        if any(r["name"] == name for r in self.rows):
+            raise ValueError(f"{name!r}: two rows of one verdict have this name")
+
     def _row(self, kind, name, value, op, threshold, source, reported, shown, expected):
         if op not in OPS:
             raise ValueError(f"{name!r}: comparison {op!r} is not one of {', '.join(OPS)}")
         if not isinstance(source, dict) or source.get("from") not in ("paper", "ours"):
             raise ValueError(f"{name!r}: every scored row needs the source of its threshold: "
                              "paper('Eq. 10', line) or ours('why')")
-        if any(r["name"] == name and r["kind"] != "note" for r in self.rows):
-            raise ValueError(f"{name!r}: two rows of one verdict have this name")
+        self._unique(name)
         ok = holds(value, op, threshold)
         t = _stored(threshold)
         self.rows.append({"kind": kind, "name": name, "value": _stored(value), "op": op, "threshold": t,
@@ -113,6 +121,7 @@ class Verdict:
 
     def note(self, name, value=None, *, shown=None, reported=None):
         """A reported value: a number (or several), or only a text (`shown`)."""
+        self._unique(name)
         stored = None if value is None else _stored(value)
         self.rows.append({"kind": "note", "name": name, "value": stored, "op": None, "threshold": None,
                           "source": None, "reported": None if reported is None else str(reported),
