@@ -188,7 +188,7 @@ def test_milestones_as_fractions_of_the_run():
 
 
 def test_train_recorded_and_the_terminal_phase_rows():
-    from nbdemo.claims import Verdict
+    from nbdemo.verdict import Verdict
 
     X, y = noisy_classes(K=3, D=8, n=20)
     model = models.FCResNet(8, 16, 2, 3)
@@ -202,3 +202,28 @@ def test_train_recorded_and_the_terminal_phase_rows():
     v = Verdict("PFC-1")
     models.require_terminal_phase(v, hist, acc)
     assert [r["kind"] for r in v.rows] == ["requirement"] * 3
+    assert all(r["source"] for r in v.rows)
+
+
+def test_terminal_phase_rows_of_an_untrained_net_fail_without_crashing():
+    from nbdemo.verdict import Verdict
+
+    X, y = noisy_classes(K=3, D=8, n=20)
+    hist, feats, acc = models.train_recorded(models.FCResNet(8, 16, 2, 3), X, y, steps=0, lr_milestones=[0.8, 0.9],
+                                             batch_size=16, lr=0.05, progress=False)
+    assert hist.steps == [0] and len(feats) == 3
+    v = Verdict("PFC-1")
+    models.require_terminal_phase(v, hist, acc)
+    collapsing = next(r for r in v.rows if r["name"] == "last layer collapsing")
+    assert collapsing["value"] == "nan" and collapsing["ok"] is False  # no record after step 0: no ratio
+
+
+def test_check_across_depth_scores_every_block():
+    from nbdemo.verdict import Verdict
+
+    v = Verdict("PFC-1")
+    models.check_across_depth(v, {"PFC1": np.array([3.0, 2.0, 1.0]), "PFC2": np.array([0.5, 0.6, 0.4]),
+                                  "PFC3": np.array([0.9, 0.95, 0.944])})
+    ok = {r["name"]: r["ok"] for r in v.rows}
+    assert ok == {"PFC1 decreases across depth": True, "PFC2 decreases across depth": False,
+                  "PFC3 rises across depth": False}  # PFC2 rises at block 1; PFC3 drops by 0.006 > 0.005
