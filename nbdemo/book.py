@@ -192,8 +192,11 @@ def findings(done, summaries):
     missed = {c: s for c, s in summaries.items() if s["headline"] not in ("REPRODUCED", results.TOO_FEW) and c in done}
 
     def line(c, s):
+        why = [f"requirement “{name}” met in {k} of {n} seeds" for (kind, name), (k, n) in s["rows"].items()
+               if kind == "requirement" and k < n]
+        why += [f"check “{name}” holds in the control" for name in s["uninformative"]]
         return (f"- {{doc}}`{c.id} <claims/{c.id}>` {c.title}: {badge(s['headline'])}, {s['reproduced']} of "
-                f"{s['n']} seeds reproduce")
+                f"{s['n']} seeds reproduce" + (f" ({'; '.join(why)})" if s["headline"] == "INCONCLUSIVE" else ""))
     groups = [("Not reproduced, in the default profile's substitute setting (see each page for the setting)",
                [c for c, s in missed.items() if s["headline"] != "INCONCLUSIVE"]),
               ("Inconclusive: a requirement failed, or a check also holds in the control",

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from nbdemo import fingerprint, params, results, runner
+from nbdemo import evidence, fingerprint, params, results, runner
 from nbdemo.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 
 R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
@@ -68,3 +68,26 @@ def test_committed_results_hold_the_seed_0_page_and_are_fresh(claim):
     page = runner.latest(claim)
     assert page and page[1]["verdict"]["rows"] == status[params.defaults(claim)["seed"]][0]["rows"], \
         f"{c}: the committed notebook is not the stored seed-0 run"
+
+
+@pytest.mark.parametrize("claim", CLAIMS.values(), ids=lambda c: c.id)
+def test_committed_results_carry_their_evidence(claim):
+    """Every stored requirement and check has its statistic, comparison and source; every claim declares a negative
+    control (or why it has none) whose runs cover the claim's seeds and are fresh; every stored run names the commit
+    that holds its code (no +dirty)."""
+    c = claim.id
+    decl = evidence.control(claim)
+    assert decl and decl["about"].strip(), f"{c}: declare `control:` with `control about:`, or `no control:`"
+    stored = results.status(claim)
+    runs = {("default", s): r for s, (r, _) in stored.items()}
+    if decl["profile"]:
+        control = results.status(claim, evidence.CONTROL)
+        missing = sorted(set(stored) - set(control))
+        assert not missing, f"{c}: control seeds {missing} missing; run `nbdemo sweep {c} --profile control --seeds 0-4`"
+        stale = sorted(s for s, (_, fresh) in control.items() if not fresh)
+        assert not stale, f"{c}: control seeds {stale} are stale; run `nbdemo sweep {c} --profile control --seeds 0-4`"
+        runs.update({("control", s): r for s, (r, _) in control.items()})
+    for (profile, seed), r in runs.items():
+        bare = [row["name"] for row in r["rows"] if row["kind"] != "note" and not (evidence.scored(row) and row["source"])]
+        assert not bare, f"{c} {profile} seed {seed}: rows without statistic or source: {bare}"
+        assert not r["commit"].endswith("+dirty"), f"{c} {profile} seed {seed}: made from uncommitted code"
