@@ -1,4 +1,5 @@
-"""What a claim's run depends on, and its hash: `of(claim, params)` is the fingerprint a stored run must match.
+"""What a claim's run depends on: its hash (`of(claim, params)`, the fingerprint a stored run must match) and the
+commit that holds it (`git_commit`).
 
 A run depends on its notebook's code cells, the nbdemo modules those import (transitively: `dependencies`) and its
 parameters. Prose, and any module no notebook imports (this one, params, runner, results, ...), can change without
@@ -7,9 +8,13 @@ making a stored result stale.
 import ast
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import nbformat
+
+from . import __version__
+from .claims import ROOT
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -73,3 +78,24 @@ def of(claim, params):
         h.update(str(path.relative_to(PACKAGE)).encode() + path.read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
     return h.hexdigest()[:16]
+
+
+def _git(*args):
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def git_commit(claim):
+    """The commit whose code made a run: HEAD, with "+dirty" when something the run depends on differs from HEAD's
+    version (the notebook's code cells, a package module it imports). Outputs and prose of notebooks do not count,
+    nor files of other claims, so a sweep that writes the committed notebooks leaves the next runs clean."""
+    try:
+        sha = _git("rev-parse", "--short", "HEAD").strip()
+        changed = _git("status", "--porcelain", "--", *map(str, dependencies(claim))).strip()
+        try:
+            committed = nbformat.reads(_git("show", f"HEAD:{claim.notebook.relative_to(ROOT)}"), as_version=4)
+            same = [c.source for c in committed.cells if c.cell_type == "code"] == code_cells(claim)
+        except subprocess.CalledProcessError:  # not in HEAD
+            same = False
+        return sha + ("" if same and not changed else "+dirty")
+    except (OSError, subprocess.CalledProcessError):
+        return f"nbdemo {__version__} (no git)"

@@ -11,7 +11,6 @@ import ast
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import __version__, fingerprint
+from . import fingerprint
 from .claims import PROVENANCE_KEY, ROOT, VERDICT_KEY, describe
 from .params import ParameterError, resolve
 
@@ -32,27 +31,6 @@ class NotebookFailed(RuntimeError):
 
 
 # ---------------------------------------------------------------- provenance
-
-def _git(*args):
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-
-
-def git_commit(claim):
-    """The commit whose code made a run: HEAD, with "+dirty" when something the run depends on differs from HEAD's
-    version (the notebook's code cells, a package module it imports). Outputs and prose of notebooks do not count,
-    nor files of other claims, so a sweep that writes the committed notebooks leaves the next runs clean."""
-    try:
-        sha = _git("rev-parse", "--short", "HEAD").strip()
-        changed = _git("status", "--porcelain", "--", *map(str, fingerprint.dependencies(claim))).strip()
-        try:
-            committed = nbformat.reads(_git("show", f"HEAD:{claim.notebook.relative_to(ROOT)}"), as_version=4)
-            same = [c.source for c in committed.cells if c.cell_type == "code"] == fingerprint.code_cells(claim)
-        except subprocess.CalledProcessError:  # not in HEAD
-            same = False
-        return sha + ("" if same and not changed else "+dirty")
-    except (OSError, subprocess.CalledProcessError):
-        return f"nbdemo {__version__} (no git)"
-
 
 def glued(nb, key):
     """The JSON value a notebook stored with `claims._glue(key, ...)`, or None."""
@@ -215,7 +193,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
                                      f"the notebook as executed up to there: {_shown(failed)}") from e
             nb = nbformat.read(tmp, as_version=4)
             meta = {"claim": claim.id, "profile": profile, "overrides": changed, "parameters": full,
-                    "dry_run": dry_run, "commit": git_commit(claim), "started": started,
+                    "dry_run": dry_run, "commit": fingerprint.git_commit(claim), "started": started,
                     "wall_s": round(time.perf_counter() - t0, 1), "fingerprint": fingerprint.of(claim, full),
                     "provenance": glued(nb, PROVENANCE_KEY), "verdict": glued(nb, VERDICT_KEY)}
             nb.metadata["nbdemo"] = meta
