@@ -6,8 +6,9 @@ and source); nothing is rerun. The rules, stated in the README and on the book's
 - A claim's *control* is its profile `control` (nbdemo/profiles/<CLAIM>.yml, with `control about: ...`), run over the
   same seeds; a claim with no trained network declares `no control: <reason>` instead.
 - A check that holds in at least half of its control's seeds is *uninformative*: an untrained net (or shuffled
-  labels, or the paper's null) passes it too, so passing it is no evidence. A claim whose seeds would make it
-  REPRODUCED but which has an uninformative check is INCONCLUSIVE.
+  labels, or the paper's null) passes it too, so passing it is no evidence. It cannot make a run REPRODUCED: a run
+  whose checks all hold is REPRODUCED only when at least one of them is informative, else INCONCLUSIVE. A check
+  that fails still counts against the claim, whatever its control does.
 - A threshold of ours is *sensitive* when moving it by at most 10% changes the claim's headline.
 """
 import math
@@ -21,9 +22,10 @@ CONTROL = "control"
 SENSITIVE = 0.10
 RULE = ("A check that also holds in the claim's negative control (the same pipeline where the claimed effect must be "
         "absent: the untrained network, shuffled labels or the paper's own null) in at least half of the control's "
-        "seeds is *uninformative*, and a claim with an uninformative check cannot be REPRODUCED: its headline is "
-        "INCONCLUSIVE. A threshold of this book's (source *ours*) is *sensitive* when the headline over seeds "
-        f"changes within ±{SENSITIVE:.0%} of it.")
+        "seeds is *uninformative*: passing it is no evidence, so it cannot make a run REPRODUCED. A run whose checks "
+        "all hold is REPRODUCED only if one of them is informative, and INCONCLUSIVE otherwise; a check that fails "
+        "still counts against the claim. A threshold of this book's (source *ours*) is *sensitive* when the "
+        f"headline over seeds changes within ±{SENSITIVE:.0%} of it.")
 
 
 def control(claim):
@@ -50,8 +52,13 @@ def row_ok(row, thresholds=None):
     return holds(row["value"], row["op"], t)
 
 
-def run_outcome(rows, thresholds=None):
-    return outcome([{**r, "ok": row_ok(r, thresholds)} if r["kind"] != "note" else r for r in rows])
+def run_outcome(rows, thresholds=None, uninformative=()):
+    """A run's outcome from its rows (`claims.outcome`), where a REPRODUCED resting only on uninformative checks is
+    INCONCLUSIVE."""
+    rows = [{**r, "ok": row_ok(r, thresholds)} if r["kind"] != "note" else r for r in rows]
+    informative = [r for r in rows if r["kind"] == "check" and r["name"] not in uninformative]
+    o = outcome(rows)
+    return INCONCLUSIVE if o == REPRODUCED and not informative else o
 
 
 def uninformative(control_runs, thresholds=None):
@@ -69,11 +76,11 @@ def uninformative(control_runs, thresholds=None):
 def judge(runs, control_runs=None, thresholds=None):
     """The claim's headline over seeds from its runs and its control's: {"headline", "over_seeds" (before the
     control's rule), "uninformative"}. `thresholds` replaces rows' thresholds by name (for the sensitivity)."""
-    over = results.headline([run_outcome(r["rows"], thresholds) for r in runs.values()])
     names = {r["name"] for rec in runs.values() for r in rec["rows"] if r["kind"] == "check"}
     useless = [n for n in uninformative(control_runs or {}, thresholds) if n in names]
-    return {"over_seeds": over, "uninformative": useless,
-            "headline": INCONCLUSIVE if over == REPRODUCED and useless else over}
+    return {"over_seeds": results.headline([run_outcome(r["rows"], thresholds) for r in runs.values()]),
+            "uninformative": useless,
+            "headline": results.headline([run_outcome(r["rows"], thresholds, useless) for r in runs.values()])}
 
 
 def _threshold(runs, name):

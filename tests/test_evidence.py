@@ -60,13 +60,23 @@ def test_a_row_states_its_source_and_its_pass_is_computed():
 
 def test_a_check_that_holds_in_its_control_is_uninformative(store):
     store("default", [6, 7, 8, 9, 6.5])              # every seed reproduces
-    store("control", [9.4, 9.3, 2, 6.3, 8.3], gaps=[-1] * 5)  # the untrained net passes the ratio check in 4 of 5
+    store("control", [9.4, 9.3, 2, 6.3, 8.3], gaps=[1] * 5)  # the untrained net passes both checks (4 and 5 of 5)
     a = evidence.assess(MLI7)
-    assert a["over_seeds"] == REPRODUCED and a["uninformative"] == ["ratio s1/s2"]
+    assert a["over_seeds"] == REPRODUCED and a["uninformative"] == ["plateau gap", "ratio s1/s2"]
     assert a["headline"] == INCONCLUSIVE and a["declared"]["about"] == "the untrained network"
+    store("control", [9.4, 9.3, 2, 6.3, 8.3], gaps=[-1] * 5)  # only the ratio: the gap check still supports the claim
+    a = evidence.assess(MLI7)
+    assert a["uninformative"] == ["ratio s1/s2"] and a["headline"] == REPRODUCED
     store("control", [1, 2, 3, 9, 9], gaps=[-1] * 5)  # now only 2 of 5 control seeds pass: informative
     a = evidence.assess(MLI7)
     assert a["uninformative"] == [] and a["headline"] == REPRODUCED
+
+
+def test_an_uninformative_check_that_fails_still_counts_against_the_claim():
+    control = {s: {"rows": rows(9)} for s in range(5)}  # both checks hold in every control seed
+    runs = {s: {"rows": rows(4 if s < 4 else 6)} for s in range(5)}  # the ratio fails in seeds 0-3
+    j = evidence.judge(runs, control)
+    assert j["uninformative"] == ["plateau gap", "ratio s1/s2"] and j["headline"] == NOT_REPRODUCED
 
 
 def test_the_headline_flips_at_the_nearest_measured_value(store):
