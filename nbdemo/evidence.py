@@ -109,8 +109,10 @@ def flip(runs, control_runs, name):
 
 
 def flips(runs, control_runs=None):
-    """{row name: flip(...) or None} for every scored row whose threshold is ours."""
-    names = {r["name"] for rec in runs.values() for r in rec["rows"] if r["kind"] != "note" and scored(r)}
+    """{row name: flip(...) or None} for every scored row whose threshold is ours and orders (<, <=, >, >=): an
+    equality (`== -1`: never diverged) has no nearby threshold to move to."""
+    names = {r["name"] for rec in runs.values() for r in rec["rows"]
+             if r["kind"] != "note" and scored(r) and r["op"] in ("<", "<=", ">", ">=")}
     out = {}
     for name in sorted(names):
         t = _threshold(runs, name)
