@@ -16,16 +16,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
-# System packages: Debian's offline Fashion-MNIST, and Chromium for the browser test of the book.
+# System packages: Debian's offline Fashion-MNIST, Chromium for the browser test of the book, and MathJax, which the
+# book serves itself so that its maths renders offline.
 system:
 ifeq ($(ROOT_APT),yes)
 	@missing=""; \
 	[ -d /usr/share/datasets/fashion-mnist ] || missing="$$missing dataset-fashion-mnist"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
+	[ -f /usr/share/javascript/mathjax/MathJax.js ] || missing="$$missing libjs-mathjax"; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 else
 	@[ -d /usr/share/datasets/fashion-mnist ] || echo "note: install Debian's dataset-fashion-mnist (as root) for offline Fashion-MNIST"
+	@[ -f /usr/share/javascript/mathjax/MathJax.js ] || echo "note: install Debian's libjs-mathjax (as root) for maths offline"
 endif
 
 book: setup

@@ -2,6 +2,7 @@
 
 `done` ({Claim: (executed notebook, its nbdemo metadata)}) and the summaries are keyed by `Claim`."""
 import html
+import os
 import re
 import shutil
 import subprocess
@@ -17,6 +18,13 @@ from .claims import CLAIMS, PAPERS, ROOT, describe
 
 BOOK = ROOT / "book"
 STATIC = ["_config.yml", "intro.md", "references.bib"] + [f"{p.lower()}.md" for p in PAPERS]
+
+
+# MathJax 2 as Debian's libjs-mathjax installs it (`make system`), of which the book serves the parts that TeX input
+# and CommonHTML output load, so that its maths renders offline; without it the book loads MathJax from a CDN.
+MATHJAX = Path(os.environ.get("NBDEMO_MATHJAX", "/usr/share/javascript/mathjax"))
+MATHJAX_PARTS = ["MathJax.js", "config/TeX-AMS_CHTML.js", "jax/input/TeX", "jax/output/CommonHTML",
+                 "jax/output/PreviewHTML", "jax/element", "extensions", "fonts/HTML-CSS/TeX/woff", "localization/en"]
 
 
 def executed(profile):
@@ -309,6 +317,7 @@ def stage(done, profile):
     for name in STATIC:
         shutil.copy(BOOK / name, src / name)
     shutil.copytree(BOOK / "_static", src / "_static")
+    config(src)
     summaries = {c: s for c in CLAIMS.values() if (s := evidence.assess(c, profile))}
     intro = (src / "intro.md").read_text().replace("{{dashboard}}", dashboard(done, profile, summaries))
     (src / "intro.md").write_text(intro)
@@ -334,6 +343,25 @@ def stage(done, profile):
     toc = {"format": "jb-book", "root": "intro", "parts": parts}
     (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False, width=200))
     return src
+
+
+def config(src):
+    """Complete the staged _config.yml: MathJax served from the book (when MathJax is here), copied to the site's
+    mathjax/ as an extra path: Jupyter Book would load every script of a static path on every page."""
+    conf = yaml.safe_load((src / "_config.yml").read_text())
+    sphinx = conf["sphinx"]["config"]
+    if (MATHJAX / "MathJax.js").exists():
+        sphinx["html_extra_path"] = ["_extra"]
+        for part in MATHJAX_PARTS:
+            to = src / "_extra" / "mathjax" / part
+            to.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if (MATHJAX / part).is_dir() else shutil.copy)(MATHJAX / part, to)
+        sphinx["mathjax_path"] = "../mathjax/MathJax.js?config=TeX-AMS_CHTML"  # relative to _static
+        # MyST-NB marks a notebook's page as not maths, and its maths as class `math`, for MathJax 3; this is MathJax 2
+        sphinx["mathjax2_config"] = {"tex2jax": {"processClass": "math|output_area|tex2jax_process"}}
+    else:
+        print(f"book: no MathJax in {MATHJAX} (Debian's libjs-mathjax), so the book's maths loads it from a CDN")
+    (src / "_config.yml").write_text(yaml.safe_dump(conf, sort_keys=False, allow_unicode=True))
 
 
 def jupyter_book():

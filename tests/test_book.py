@@ -85,15 +85,27 @@ def build_book(tmp, done, swept, fake_meta):
         return book.build(strict=True, done=done, out=tmp / "out")
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def chromium(tmp_path_factory, *flags):
     if not (CHROMIUM and CHROMEDRIVER):
         pytest.skip("needs Debian's chromium and chromium-driver (`make system` as root installs them)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"]:
+    for flag in FLAGS + list(flags) + [f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"]:
         options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    return webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    driver = chromium(tmp_path_factory)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory):
+    """A browser with the network off: every request goes to a proxy that is not there (file:// pages still load)."""
+    driver = chromium(tmp_path_factory, "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>")
     yield driver
     driver.quit()
 
@@ -303,3 +315,20 @@ def test_claim_pages_show_outcome_and_measured_values_without_scrolling_sideways
             (book.MARKS[r["ok"]], book.readable(r["name"]), book.readable(r["measured"])) for r in meta["verdict"]["rows"]]
         # the printed text table (what nbval compares) is kept, behind a toggle
         assert not browser.find_element("css selector", ".tag_nbval-check-output .cell_output").is_displayed()
+
+
+def test_maths_renders_with_the_network_off(built, offline):
+    """MathJax is served from the book (Debian's libjs-mathjax), so MLI-9's maths is typeset offline."""
+    index, done, _ = built
+    if not (book.MATHJAX / "MathJax.js").exists():
+        pytest.skip("needs Debian's libjs-mathjax (`make system` as root installs it)")
+    claim = CLAIMS["MLI-9"]
+    if claim not in done:
+        pytest.skip("MLI-9 has no committed notebook")
+    visit(offline, (index.parent / "claims" / "MLI-9.html").as_uri())
+    scripts = offline.execute_script("return [...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s))")
+    assert scripts and all(s.startswith("file:") for s in scripts), scripts
+    count = "return [document.querySelectorAll('.math').length, document.querySelectorAll('.math:has(.MathJax_CHTML)').length]"
+    WebDriverWait(offline, 30).until(lambda b: (n := b.execute_script(count))[0] and n[0] == n[1])
+    text = offline.find_element("tag name", "main").text
+    assert "\\(" not in text and "\\[" not in text
