@@ -262,7 +262,7 @@ def findings(done, summaries):
         for cell in nbformat.read(path, as_version=4).cells:
             tags = cell.metadata.get("tags", [])
             if cell.cell_type == "markdown" and "finding" in tags:
-                text = (f"### {claim.id}: {claim.title}\n\n{cell.source}\n\n"
+                text = (f"### {claim.id}: {claim.title}\n\n{readable(cell.source)}\n\n"
                         f"See {{doc}}`the notebook <claims/{claim.id}>`.\n")
                 kind = next((t for t in tags if t in FINDING_KINDS), None)
                 (cells[kind] if kind else other).append(text)

@@ -6,6 +6,7 @@ each) is the job of `nbdemo book`, not of a test, so the test hands `book.build`
 is executed; committed notebooks without that metadata are left out of the book, and show as "not reproduced yet".
 Sources and HTML go to a temporary folder (runner.BUILD is patched), so `make book` and book/_build are untouched.
 """
+import re
 import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -332,3 +333,29 @@ def test_maths_renders_with_the_network_off(built, offline):
     WebDriverWait(offline, 30).until(lambda b: (n := b.execute_script(count))[0] and n[0] == n[1])
     text = offline.find_element("tag name", "main").text
     assert "\\(" not in text and "\\[" not in text
+
+
+def test_bibliography_entries_link_to_the_papers(built, browser):
+    index = built[0]
+    visit(browser, index.as_uri())
+    links = {a.get_attribute("href") for a in browser.find_elements("css selector", ".citation a")}
+    for eprint in ("2112.00980", "2105.05553", "2405.00985", "2210.01019"):
+        assert f"https://arxiv.org/abs/{eprint}" in links, eprint
+
+
+PROSE = """const main = document.querySelector('main').cloneNode(true);
+    main.querySelectorAll('pre, code, .cell_input, .cell_output').forEach(e => e.remove());
+    return main.innerText;"""
+
+
+def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
+    """"l.278" points at a line of the project's private text copy of a paper, which no reader has (code may keep
+    them in comments, and the printed verdict of a cell keeps them)."""
+    found = {}
+    for page in pages:
+        visit(browser, page.as_uri())
+        if refs := re.findall(r".{20}\bl\.\s?\d+.{0,10}", browser.execute_script(PROSE)):
+            found[page.name] = refs
+    assert not found
+    assert book.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
+        "peaks (§3.3), then falls: Fig. 2a (Fig. 7)"
