@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 export OMP_WAIT_POLICY ?= PASSIVE
 ROOT_APT := $(shell [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo yes)
 
-.PHONY: setup system book test clean
+.PHONY: setup system book test publish clean
 
 setup: $(STAMP) system
 
@@ -42,6 +42,17 @@ test: setup
 	$(BIN)/pytest tests -n $(TEST_WORKERS) --durations=15
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --nbval-lax --nbval-current-env \
 	  --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=15 notebooks/
+
+# Push the built book (make book first) to the gh-pages branch of REMOTE, with .nojekyll so that GitHub Pages serves
+# its _static/ folder; each publish is one commit on the branch. GitHub Actions does the same (.github/workflows/).
+REMOTE ?= origin
+HTML   ?= book/_build/html
+PYTHON ?= $(BIN)/python
+
+publish:
+	test -f $(HTML)/index.html || { echo "no book in $(HTML): run make book first"; exit 1; }
+	$(PYTHON) -m ghp_import --no-jekyll --push --force --remote $(REMOTE) --branch gh-pages \
+	  --message "book built from $$(git rev-parse --short HEAD)" $(HTML)
 
 clean:
 	rm -rf build book/_build

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import nbformat
+import tomllib
 import yaml
 
 from . import evidence, params, results, runner
@@ -220,6 +221,19 @@ def seeds_box(s, others, meta):
     return nbformat.v4.new_markdown_cell(f"```{{admonition}} Outcome over seeds\n:class: seeds box-{colour}\n{body}\n```")
 
 
+def rerun_box(claim):
+    """How to rerun the claim: its one command, in the default profile and the paper's, and its notebook."""
+    paper = "paper" in params.profiles(claim)
+    lines = [f"nbdemo run {claim.id}                   # the default profile: a 2-core CPU, about a minute",
+             f"nbdemo run {claim.id} --profile paper   # the paper's settings, for a GPU" if paper else None,
+             f"nbdemo sweep {claim.id} --seeds 0-4     # the outcome over seeds"]
+    notebook = f"{urls()['Repository']}/blob/main/notebooks/{claim.id}.ipynb"
+    body = ("```\n" + "\n".join(x for x in lines if x) + "\n```\n\n"
+            f"From a clone of the repository after `make setup` (README). The notebook: [{claim.id}.ipynb]({notebook}) "
+            "in the repository, or this page's download button (.ipynb).")
+    return nbformat.v4.new_markdown_cell("````{admonition} Rerun this claim\n:class: rerun\n" + body + "\n````")
+
+
 def book_notebook(nb, meta, box=None):
     """A claim's page: its notebook with the box (`seeds_box`) first, the verdict as a table after the verdict cell
     (whose printed text is kept behind a toggle), the provenance last, and no line numbers of the paper's text
@@ -320,6 +334,7 @@ def stage(done, profile):
     config(src)
     summaries = {c: s for c in CLAIMS.values() if (s := evidence.assess(c, profile))}
     intro = (src / "intro.md").read_text().replace("{{dashboard}}", dashboard(done, profile, summaries))
+    intro = intro.replace("{{citation}}", citation())
     (src / "intro.md").write_text(intro)
     (src / "findings.md").write_text(findings(done, summaries))
     sections = {}
@@ -331,6 +346,7 @@ def stage(done, profile):
             nbformat.write(nb, src / "claims" / f"{claim.id}-{other}.ipynb")
             others.append((other, f"{claim.id}-{other}", nb.metadata["nbdemo"]))
         nb = book_notebook(nbformat.read(path, as_version=4), meta, seeds_box(summaries.get(claim), others, meta))
+        nb.cells.insert(2, rerun_box(claim))
         nbformat.write(nb, src / "claims" / f"{claim.id}.ipynb")
         sections[claim] = [{"file": f"claims/{claim.id}", **({"sections": [{"file": f"claims/{doc}"} for _, doc, _ in others]}
                                                         if others else {})}]
@@ -345,11 +361,27 @@ def stage(done, profile):
     return src
 
 
+def urls():
+    """{"Repository", "Documentation"}: the addresses of the repository and of the published book (pyproject.toml)."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+
+
+def citation():
+    """The BibTeX entry of this book, from CITATION.cff."""
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    return (f"```bibtex\n@software{{nbdemo,\n  title   = {{{{{cff['title']}}}}},\n"
+            f"  author  = {{{{{cff['authors'][0]['name']}}}}},\n  version = {{{cff['version']}}},\n"
+            f"  url     = {{{cff['url']}}},\n  note    = {{code: {cff['repository-code']}}}\n}}\n```")
+
+
 def config(src):
-    """Complete the staged _config.yml: MathJax served from the book (when MathJax is here), copied to the site's
-    mathjax/ as an extra path: Jupyter Book would load every script of a static path on every page."""
+    """Complete the staged _config.yml: the repository and the book's address (from `urls`), and MathJax served
+    from the book (when MathJax is here), copied to the site's mathjax/ as an extra path: Jupyter Book would load
+    every script of a static path on every page."""
     conf = yaml.safe_load((src / "_config.yml").read_text())
     sphinx = conf["sphinx"]["config"]
+    conf["repository"] = {"url": urls()["Repository"], "branch": "main", "path_to_book": "book"}
+    conf["html"]["baseurl"] = urls()["Documentation"]
     if (MATHJAX / "MathJax.js").exists():
         sphinx["html_extra_path"] = ["_extra"]
         for part in MATHJAX_PARTS:

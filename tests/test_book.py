@@ -359,3 +359,26 @@ def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
     assert not found
     assert book.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
         "peaks (§3.3), then falls: Fig. 2a (Fig. 7)"
+
+
+def test_claim_pages_say_how_to_rerun_them(built, browser):
+    index, done, _ = built
+    for claim in done:
+        visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
+        box = browser.find_element("css selector", ".admonition.rerun").text
+        assert f"nbdemo run {claim.id}\n" in box + "\n" or f"nbdemo run {claim.id} " in box, claim.id
+        assert (f"nbdemo run {claim.id} --profile paper" in box) == ("paper" in params.profiles(claim)), claim.id
+        link = browser.find_element("css selector", ".admonition.rerun a").get_attribute("href")
+        assert link == f"{book.urls()['Repository']}/blob/main/notebooks/{claim.id}.ipynb"
+
+
+def test_the_book_links_its_repository_and_says_how_to_cite_it(built, browser):
+    index = built[0]
+    visit(browser, index.as_uri())
+    hrefs = browser.execute_script("return [...document.querySelectorAll('a')].map(a => a.href)")
+    repo, site = book.urls()["Repository"], book.urls()["Documentation"]
+    assert repo in hrefs and any(h.startswith(f"{repo}/issues") for h in hrefs)
+    canonical = browser.find_element("css selector", "link[rel=canonical]").get_attribute("href")
+    assert canonical == f"{site}intro.html"
+    text = browser.find_element("tag name", "main").text
+    assert "How to cite" in text and "@software{nbdemo" in text and site in text
