@@ -110,19 +110,51 @@ def dashboard(done, profile, summaries):
             link, seed0 = c.id, "not reproduced yet"
         rows.append([link, over_seeds(s) if s else "no sweep yet", f"{s['reproduced']} of {s['n']} seeds" if s else "",
                      control_cell(s), seed0, f"{s['wall_s']:.0f} s" if s else "", text(c.title), text(c.figure)])
-    lines = []
-    for prefix, (title, _) in PAPERS.items():
-        heads = Counter(s["headline"] for c, s in summaries.items() if c.paper == prefix)
-        n = sum(c.paper == prefix for c in CLAIMS.values())
-        lines.append(f"- **{prefix}** ({n} claims): " + (", ".join(f"{k} {badge(h)}" for h, k in heads.items())
-                                                        or "no sweep yet"))
     head = (f"Each claim runs over seeds in the `{profile}` profile. {results.RULE} A run is INCONCLUSIVE when one of "
             "its requirements fails (the run did not reach the regime the claim is about), otherwise REPRODUCED "
             f"when every check holds, otherwise NOT REPRODUCED. {evidence.RULE} *Control* is the outcome of the "
             "claim's negative control over the same seeds, which must not reproduce. *Seed 0* is the outcome "
             "of the run shown on the claim's page; *runtime* is the median over the seeds, one run at a time on "
             "the 2-core machine.\n\n")
-    return head + "\n".join(lines) + "\n\n" + table(DASHBOARD, rows, "dashboard") + "\n"
+    return head + table(DASHBOARD, rows, "dashboard") + "\n"
+
+
+def counts(claims, summaries):
+    """"3 REPRODUCED, 1 MIXED, 2 without a sweep yet": the claims' headlines over seeds, counted."""
+    heads = Counter(summaries[c]["headline"] for c in claims if c in summaries)
+    unswept = sum(c not in summaries for c in claims)
+    return ", ".join([f"{k} {badge(h)}" for h, k in heads.most_common()] +
+                     ([f"{unswept} without a sweep yet"] if unswept else []))
+
+
+def summary(done, profile, summaries):
+    """The reproducibility summary that opens the book: scope, setting, outcomes over seeds, main findings."""
+    papers = [f"{prefix} {sum(c.paper == prefix for c in CLAIMS.values())}" for prefix in PAPERS]
+    per_paper = "\n".join(f"  - {{doc}}`{prefix} <{prefix.lower()}>`: {counts([c for c in CLAIMS.values() if c.paper == prefix], summaries)}"
+                          for prefix in PAPERS)
+    found = finding_cells(done)
+    kinds = "\n".join(f"  - {title}: {', '.join(c.id for c, _ in found[kind])}" for kind, (title, _) in FINDING_KINDS.items()
+                      if found[kind])
+    return (f"- **Scope:** {len(CLAIMS)} claims of four papers ({', '.join(papers)}), one notebook each, each ending "
+            "in a verdict whose rows (requirements, checks, notes) and thresholds were fixed before the results were "
+            "seen, run over seeds beside a negative control (or the reason a claim has none).\n"
+            f"- **Setting:** every outcome over seeds in this book comes from the `{profile}` profile, a substitute for the "
+            "papers' settings that runs on a 2-core CPU in about a minute per run (Fashion-MNIST, MNIST-1D or "
+            "synthetic data, smaller networks, fewer steps); each notebook's `paper` profile holds the paper's own "
+            "settings, for a GPU. A claim that does not reproduce here is not thereby refuted.\n"
+            f"- **Outcomes over seeds:** {counts(list(CLAIMS.values()), summaries)}.\n{per_paper}\n"
+            f"- **Main findings** ({{doc}}`findings`), by claim:\n{kinds or '  - none tagged yet'}\n")
+
+
+def chapter(prefix, done, summaries):
+    """The end of a paper's chapter page: its claims, each with its outcome over seeds."""
+    claims = [c for c in CLAIMS.values() if c.paper == prefix]
+    rows = [[f'<a class="reference internal" href="claims/{c.id}.html">{c.id}</a>' if c in done else c.id,
+             over_seeds(summaries[c]) if c in summaries else "no sweep yet", text(c.title), text(c.figure)]
+            for c in claims]
+    return (f"\n## The claims and their outcomes\n\nOver seeds, in this book's default setting: "
+            f"{counts(claims, summaries)}.\n\n" + table(["Claim", "Over seeds", "Title", "Paper figure"], rows, "chapter")
+            + "\n")
 
 
 def _spread(x):
@@ -224,12 +256,12 @@ def seeds_box(s, others, meta):
 def rerun_box(claim):
     """How to rerun the claim: its one command, in the default profile and the paper's, and its notebook."""
     paper = "paper" in params.profiles(claim)
-    lines = [f"nbdemo run {claim.id}                   # the default profile: a 2-core CPU, about a minute",
-             f"nbdemo run {claim.id} --profile paper   # the paper's settings, for a GPU" if paper else None,
-             f"nbdemo sweep {claim.id} --seeds 0-4     # the outcome over seeds"]
+    lines = ["# the default profile: a 2-core CPU, about a minute", f"nbdemo run {claim.id}",
+             *(["# the paper's settings, for a GPU", f"nbdemo run {claim.id} --profile paper"] if paper else []),
+             "# the outcome over seeds", f"nbdemo sweep {claim.id} --seeds 0-4"]
     notebook = f"{urls()['Repository']}/blob/main/notebooks/{claim.id}.ipynb"
-    body = ("```\n" + "\n".join(x for x in lines if x) + "\n```\n\n"
-            f"From a clone of the repository after `make setup` (README). The notebook: [{claim.id}.ipynb]({notebook}) "
+    body = ("```bash\n" + "\n".join(lines) + "\n```\n\n"
+            f"From a clone of the repository, after `make setup`, with `.venv/bin` on the PATH (README). The notebook: [{claim.id}.ipynb]({notebook}) "
             "in the repository, or this page's download button (.ipynb).")
     return nbformat.v4.new_markdown_cell("````{admonition} Rerun this claim\n:class: rerun\n" + body + "\n````")
 
@@ -264,22 +296,28 @@ FINDING_KINDS = {
 }
 
 
+def finding_cells(done):
+    """{kind (a key of FINDING_KINDS, or None): [(claim, markdown cell tagged `finding`)]}."""
+    found = {kind: [] for kind in [*FINDING_KINDS, None]}
+    for claim, (path, _) in done.items():
+        for cell in nbformat.read(path, as_version=4).cells:
+            tags = cell.metadata.get("tags", [])
+            if cell.cell_type == "markdown" and "finding" in tags:
+                found[next((t for t in tags if t in FINDING_KINDS), None)].append((claim, cell))
+    return found
+
+
 def findings(done, summaries):
     """The Findings page, by kind of finding: the cells each notebook tags `finding` with `finding-false`,
     `finding-substitute` or `finding-inconclusive`, then the claims whose headline over seeds is not REPRODUCED."""
     parts = ["# Findings\n", "What the reproduction found that the papers do not say, as each claim's notebook states it "
              "(cells tagged `finding`), grouped by the kind of finding, and then every claim whose outcome over seeds "
              f"(of at least {results.MIN_SEEDS}) is not REPRODUCED.\n"]
-    cells = {kind: [] for kind in FINDING_KINDS}
-    other = []
-    for claim, (path, _) in done.items():
-        for cell in nbformat.read(path, as_version=4).cells:
-            tags = cell.metadata.get("tags", [])
-            if cell.cell_type == "markdown" and "finding" in tags:
-                text = (f"### {claim.id}: {claim.title}\n\n{readable(cell.source)}\n\n"
-                        f"See {{doc}}`the notebook <claims/{claim.id}>`.\n")
-                kind = next((t for t in tags if t in FINDING_KINDS), None)
-                (cells[kind] if kind else other).append(text)
+    found = finding_cells(done)
+    cells = {kind: [(f"### {claim.id}: {claim.title}\n\n{readable(cell.source)}\n\n"
+                     f"See {{doc}}`the notebook <claims/{claim.id}>`.\n") for claim, cell in found[kind]]
+             for kind in found}
+    other = cells.pop(None)
     for kind, (title, about) in FINDING_KINDS.items():
         if cells[kind]:
             parts += [f"## {title}\n\n{about}\n"] + cells[kind]
@@ -335,6 +373,10 @@ def stage(done, profile):
     summaries = {c: s for c in CLAIMS.values() if (s := evidence.assess(c, profile))}
     intro = (src / "intro.md").read_text().replace("{{dashboard}}", dashboard(done, profile, summaries))
     intro = intro.replace("{{citation}}", citation())
+    intro = intro.replace("{{summary}}", summary(done, profile, summaries))
+    for prefix in PAPERS:
+        page = src / f"{prefix.lower()}.md"
+        page.write_text(page.read_text() + chapter(prefix, done, summaries))
     (src / "intro.md").write_text(intro)
     (src / "findings.md").write_text(findings(done, summaries))
     sections = {}
@@ -352,9 +394,9 @@ def stage(done, profile):
                                                         if others else {})}]
     parts = []
     for prefix, (title, _) in PAPERS.items():
-        chapter = {"file": prefix.lower()}
+        entry = {"file": prefix.lower()}
         mine = [sec for c, secs in sections.items() if c.paper == prefix for sec in secs]
-        parts.append({"caption": title, "chapters": [{**chapter, "sections": mine} if mine else chapter]})
+        parts.append({"caption": title, "chapters": [{**entry, "sections": mine} if mine else entry]})
     parts.append({"caption": "Findings", "chapters": [{"file": "findings"}]})
     toc = {"format": "jb-book", "root": "intro", "parts": parts}
     (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False, width=200))
