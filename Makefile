@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 export OMP_WAIT_POLICY ?= PASSIVE
 ROOT_APT := $(shell [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo yes)
 
-.PHONY: setup system book test clean
+.PHONY: setup system book test publish clean
 
 setup: $(STAMP) system
 
@@ -16,16 +16,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
-# System packages: Debian's offline Fashion-MNIST, and Chromium for the browser test of the book.
+# System packages: Debian's offline Fashion-MNIST, Chromium for the browser test of the book, and MathJax, which the
+# book serves itself so that its maths renders offline.
 system:
 ifeq ($(ROOT_APT),yes)
 	@missing=""; \
 	[ -d /usr/share/datasets/fashion-mnist ] || missing="$$missing dataset-fashion-mnist"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
+	[ -f /usr/share/javascript/mathjax/MathJax.js ] || missing="$$missing libjs-mathjax"; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 else
 	@[ -d /usr/share/datasets/fashion-mnist ] || echo "note: install Debian's dataset-fashion-mnist (as root) for offline Fashion-MNIST"
+	@[ -f /usr/share/javascript/mathjax/MathJax.js ] || echo "note: install Debian's libjs-mathjax (as root) for maths offline"
 endif
 
 book: setup
@@ -39,6 +42,17 @@ test: setup
 	$(BIN)/pytest tests -n $(TEST_WORKERS) --durations=15
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --nbval-lax --nbval-current-env \
 	  --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=15 notebooks/
+
+# Push the built book (make book first) to the gh-pages branch of REMOTE, with .nojekyll so that GitHub Pages serves
+# its _static/ folder; each publish is one commit on the branch. GitHub Actions does the same (.github/workflows/).
+REMOTE ?= origin
+HTML   ?= book/_build/html
+PYTHON ?= $(BIN)/python
+
+publish:
+	test -f $(HTML)/index.html || { echo "no book in $(HTML): run make book first"; exit 1; }
+	$(PYTHON) -m ghp_import --no-jekyll --push --force --remote $(REMOTE) --branch gh-pages \
+	  --message "book built from $$(git rev-parse --short HEAD)" $(HTML)
 
 clean:
 	rm -rf build book/_build
