@@ -20,6 +20,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.wait import WebDriverWait
 
 from nbdemo import book, params, results, runner
+from nbdemo import pages as generated
 from nbdemo.claims import CLAIMS, INCONCLUSIVE, NOT_REPRODUCED, PAPERS, REPRODUCED
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -299,7 +300,7 @@ def test_dashboard_shows_every_column_without_scrolling_sideways(built, browser,
     assert not outside(browser, "table.dashboard td")
     cells = browser.execute_script("return [...document.querySelectorAll('table.dashboard tbody tr')]"
                                    ".map(tr => [...tr.cells].map(td => td.dataset.label))")
-    assert all(labels == book.DASHBOARD for labels in cells) and len(cells) == len(CLAIMS)
+    assert all(labels == generated.DASHBOARD for labels in cells) and len(cells) == len(CLAIMS)
     if width > 1000:  # the column is wide enough for the header row
         assert not outside(browser, "table.dashboard th")
 
@@ -313,7 +314,7 @@ def test_claim_pages_show_outcome_and_measured_values_without_scrolling_sideways
         rows = [[td.text for td in tr.find_elements("css selector", "td")]
                 for tr in table.find_elements("css selector", "tbody tr")]
         assert [(r[0], r[2], r[3]) for r in rows] == [
-            (book.MARKS[r["ok"]], book.readable(r["name"]), book.readable(r["measured"])) for r in meta["verdict"]["rows"]]
+            (generated.MARKS[r["ok"]], generated.readable(r["name"]), generated.readable(r["measured"])) for r in meta["verdict"]["rows"]]
         # the printed text table (what nbval compares) is kept, behind a toggle
         assert not browser.find_element("css selector", ".tag_nbval-check-output .cell_output").is_displayed()
 
@@ -357,7 +358,7 @@ def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
         if refs := re.findall(r".{20}\bl\.\s?\d+.{0,10}", browser.execute_script(PROSE)):
             found[page.name] = refs
     assert not found
-    assert book.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
+    assert generated.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
         "peaks (§3.3), then falls: Fig. 2a (Fig. 7)"
 
 
@@ -369,14 +370,14 @@ def test_claim_pages_say_how_to_rerun_them(built, browser):
         assert f"nbdemo run {claim.id}\n" in box and f"nbdemo sweep {claim.id} --seeds 0-4" in box, claim.id
         assert (f"nbdemo run {claim.id} --profile paper" in box) == ("paper" in params.profiles(claim)), claim.id
         link = browser.find_element("css selector", ".admonition.rerun a").get_attribute("href")
-        assert link == f"{book.urls()['Repository']}/blob/main/notebooks/{claim.id}.ipynb"
+        assert link == f"{generated.urls()['Repository']}/blob/main/notebooks/{claim.id}.ipynb"
 
 
 def test_the_book_links_its_repository_and_says_how_to_cite_it(built, browser):
     index = built[0]
     visit(browser, index.as_uri())
     hrefs = browser.execute_script("return [...document.querySelectorAll('a')].map(a => a.href)")
-    repo, site = book.urls()["Repository"], book.urls()["Documentation"]
+    repo, site = generated.urls()["Repository"], generated.urls()["Documentation"]
     assert repo in hrefs and any(h.startswith(f"{repo}/issues") for h in hrefs)
     canonical = browser.find_element("css selector", "link[rel=canonical]").get_attribute("href")
     assert canonical == f"{site}intro.html"

@@ -6,7 +6,7 @@ import sys
 
 import yaml
 
-from nbdemo import book
+from nbdemo import pages
 from nbdemo.claims import ROOT
 
 GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
@@ -51,7 +51,7 @@ def test_make_publish_refuses_without_a_built_book(tmp_path):
 
 
 def test_the_repository_and_book_addresses_are_written_once():
-    urls = book.urls()
+    urls = pages.urls()
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert cff["repository-code"] == urls["Repository"] and cff["url"] == urls["Documentation"]
     assert "repository" not in yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
