@@ -4,14 +4,17 @@ Every function takes a `Claim` (`nbdemo.claims.get`), not its id.
 
 `results/<run name>/<CLAIM>.json` (run name as in `runner.run_name`: `default`, `paper`, `default-steps=100`) holds
 {"claim", "profile", "overrides", "runs": {seed: record}}, one record per seed: its outcome, every verdict row, the
-fingerprint of what it depended on, its wall time and provenance. Only the sweep's client writes it, one finished
-run at a time, through a temporary file renamed into place, so a file is always whole and a seed is never stored
-twice. Executed notebooks of other profiles (a paper profile run on a GPU) sit beside it as `<CLAIM>.ipynb`.
+fingerprint of what it depended on, its wall time and provenance. A sweep's client writes it, one finished run at a
+time, through a temporary file renamed into place, so a file is always whole and a seed is never stored twice; the
+read-modify-write holds a lock (`.<CLAIM>.json.lock` beside the file), so sweeps of one claim that run at once, from
+two terminals or two machines sharing the checkout, keep every record. Executed notebooks of other profiles (a paper profile run on a GPU) sit beside it as `<CLAIM>.ipynb`.
 """
 import json
 import os
 from collections import Counter
 from pathlib import Path
+
+from filelock import FileLock
 
 from . import fingerprint, params, runner
 from .claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ROOT
@@ -58,14 +61,17 @@ def record(meta):
 
 
 def store(claim, meta, profile="default", overrides=None):
-    """Add one finished run of a claim to its file, atomically (only the sweep's client calls this)."""
-    runs = load(claim, profile, overrides)
-    rec = record(meta)
-    runs[rec["seed"]] = rec
-    body = {"claim": claim.id, "profile": profile,
-            "overrides": {k: v for k, v in meta["overrides"].items() if k != "seed"},
-            "runs": {str(s): runs[s] for s in sorted(runs)}}
-    runner.atomic_write(json.dumps(body, indent=1, ensure_ascii=False) + "\n", path(claim, profile, overrides))
+    """Add one finished run of a claim to its file, atomically, under the file's lock (a sweep's client calls this)."""
+    file = path(claim, profile, overrides)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(file.with_name(f".{file.name}.lock")):
+        runs = load(claim, profile, overrides)
+        rec = record(meta)
+        runs[rec["seed"]] = rec
+        body = {"claim": claim.id, "profile": profile,
+                "overrides": {k: v for k, v in meta["overrides"].items() if k != "seed"},
+                "runs": {str(s): runs[s] for s in sorted(runs)}}
+        runner.atomic_write(json.dumps(body, indent=1, ensure_ascii=False) + "\n", file)
 
 
 def expected_fingerprint(claim, seed, profile="default", overrides=None):
