@@ -17,6 +17,10 @@ class Parser(argparse.ArgumentParser):
                   if " " in self.prog else f"nbdemo: {message} (see `nbdemo --help`)\n")
 
 
+class Damaged(Exception):
+    """Damaged results files (`results.StoreError`s), reported after the output that could be made without them."""
+
+
 def known_claim(name):
     """A claim argument, as its `Claim`: refused in one line, with the closest known claim, when it is not one."""
     key = name.upper()
@@ -48,9 +52,16 @@ def _overrides(pairs):
 
 
 def cmd_list(args):
+    """The claims, one line each; a claim whose stored file is damaged shows as unreadable, and its error follows."""
     print(f"{'claim':8} {'title':40} {'over seeds':15} {'k of n':>7} {'control':15} {'seed-0 page':15} {'runtime':>8}")
+    damaged = []
     for c in CLAIMS.values():
-        s = evidence.assess(c, args.profile)
+        try:
+            s = evidence.assess(c, args.profile)
+        except results.StoreError as e:
+            damaged.append(e)
+            print(f"{c.id:8} {c.title[:40]:40} unreadable")
+            continue
         found = runner.latest(c, args.profile) if args.profile in params.profiles(c) else None
         page = found[1]["verdict"]["outcome"] if found and found[1]["verdict"] else "stale"
         over = "no results" if not s else s["headline"] + (" (stale)" if s["stale"] else "")
@@ -60,6 +71,8 @@ def cmd_list(args):
         wall = f"{s['wall_s']:.1f} s" if s else ""
         print(f"{c.id:8} {c.title[:40]:40} {over:15} {k_of_n:>7} {ctrl:15} {page:15} {wall:>8}")
     print(results.RULE, evidence.RULE)
+    if damaged:
+        raise Damaged(damaged)
 
 
 def cmd_run(args):
@@ -101,6 +114,9 @@ def cmd_sweep(args):
 
 def cmd_book(args):
     from .book import build
+    for c in CLAIMS.values():  # a damaged store stops the book before any notebook runs
+        for profile in {args.profile, evidence.CONTROL}:
+            results.load(c, profile)
     build(args.profile, strict=args.strict)
 
 
@@ -159,9 +175,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         args.func(args)
-    except (params.ParameterError, runner.NotebookFailed) as e:
+    except (params.ParameterError, results.StoreError, runner.NotebookFailed) as e:
         print(f"nbdemo: {e}", file=sys.stderr)
-        sys.exit(2 if isinstance(e, params.ParameterError) else 1)
+        sys.exit(1 if isinstance(e, runner.NotebookFailed) else 2)
+    except Damaged as e:
+        print("\n".join(f"nbdemo: {err}" for err in e.args[0]), file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit("nbdemo: interrupted; notebooks/ is untouched and no partial result was kept")
     except BrokenPipeError:  # `nbdemo list | head`: the reader stopped reading (as the Python docs advise)
