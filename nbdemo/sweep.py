@@ -68,8 +68,10 @@ def task(claim, seed, profile, overrides, commit, env):
         else:
             os.environ[var] = value
     if commit and _is_page(claim, seed, profile, overrides):
-        return runner.run(claim, commit=True, log=lambda *_: None)[1]
-    return runner.run(claim, profile, {**overrides, "seed": seed}, log=lambda *_: None)[1]
+        path, meta = runner.run(claim, commit=True, log=lambda *_: None)
+    else:
+        path, meta = runner.run(claim, profile, {**overrides, "seed": seed}, log=lambda *_: None)
+    return {**meta, "notebook": str(path)}
 
 
 def local_workers():
@@ -87,14 +89,15 @@ def _cluster(scheduler, workers):
 
 
 def _run(client, todo, profile, overrides, commit, gpu, env, log):
-    """Submit the runs, store each as it finishes, print progress; return the runs that failed."""
+    """Submit the runs, store each as it finishes, print progress; return the runs that failed and those that ran
+    but could not be stored, as (claim, seed, the executed notebook on its worker)."""
     workers = client.scheduler_info()["workers"].values()
     log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all")
     futures = {client.submit(task, claim, seed, profile, overrides, commit, env, pure=False, priority=-i,
                              key=f"{claim.id}-seed{seed}-{os.urandom(4).hex()}",  # in the order given
                              resources={"GPU": 1} if gpu else None): (claim, seed)
                for i, (claim, seed) in enumerate(todo)}
-    t0, done, failed = time.perf_counter(), 0, []
+    t0, done, failed, unstored = time.perf_counter(), 0, [], []
     for future in as_completed(futures):
         claim, seed = futures[future]
         done += 1
@@ -104,12 +107,17 @@ def _run(client, todo, profile, overrides, commit, gpu, env, log):
             failed.append((claim, seed))
             what = f"FAILED: {' '.join(str(e).split())[:300]}"
         else:
-            results.store(claim, meta, profile, overrides)
-            what = f"{meta['verdict']['outcome'] if meta['verdict'] else 'no verdict'} in {meta['wall_s']:.1f} s"
+            try:
+                results.store(claim, meta, profile, overrides)
+            except (OSError, results.StoreError) as e:  # not writable, disk full, damaged: the notebook stays
+                unstored.append((claim, seed, meta["notebook"]))
+                what = f"NOT STORED ({type(e).__name__}: {' '.join(str(e).split())}); its notebook: {meta['notebook']}"
+            else:
+                what = f"{meta['verdict']['outcome'] if meta['verdict'] else 'no verdict'} in {meta['wall_s']:.1f} s"
         left = (time.perf_counter() - t0) / done * (len(todo) - done)
-        log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim.id} seed {seed}: {what} | {len(failed)} failed | "
-            f"about {left / 60:.0f} min left")
-    return failed
+        log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim.id} seed {seed}: {what} | "
+            f"{len(failed) + len(unstored)} failed | about {left / 60:.0f} min left")
+    return failed, unstored
 
 
 def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, workers=None, commit=False, gpu=False,
@@ -130,11 +138,14 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, w
     cluster = _cluster(scheduler, workers)
     try:
         with runner.sigterm_as_interrupt(), Client(scheduler or cluster) as client:
-            failed = _run(client, todo, profile, overrides, commit, gpu, env, log)
+            failed, unstored = _run(client, todo, profile, overrides, commit, gpu, env, log)
     finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it
         if cluster is not None:
             cluster.close()
-    if failed:
-        raise runner.NotebookFailed(f"{len(failed)} of {len(todo)} runs failed: "
-                                    + ", ".join(f"{c.id} seed {s}" for c, s in failed) + "; the others are stored")
+    problems = ([f"{len(failed)} of {len(todo)} runs failed: " + ", ".join(f"{c.id} seed {s}" for c, s in failed)]
+                if failed else []) + \
+               ([f"{len(unstored)} of {len(todo)} runs could not be stored: "
+                 + ", ".join(f"{c.id} seed {s} (its notebook: {nb})" for c, s, nb in unstored)] if unstored else [])
+    if problems:
+        raise runner.NotebookFailed("; ".join(problems) + "; the others are stored")
     return todo

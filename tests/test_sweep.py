@@ -11,11 +11,12 @@ import threading
 import time
 from pathlib import Path
 
+import nbformat
 import psutil
 import pytest
 import torch
 
-from nbdemo import results, sweep
+from nbdemo import results, runner, sweep
 from nbdemo.claims import CLAIMS, OUTCOMES
 
 DASK = str(Path(sys.executable).with_name("dask"))
@@ -100,3 +101,29 @@ def test_a_local_cluster_runs_notebooks_with_the_threads_of_a_run_by_hand(tmp_pa
         monkeypatch.delenv(var, raising=False)
     assert sweep.sweep([CLAIM], [0], overrides=SMALL, workers=1, log=lambda *_: None) == [(CLAIM, 0)]
     assert _stored()["0"]["provenance"]["threads"] == torch.get_num_threads()
+
+
+def test_a_run_whose_store_fails_keeps_its_notebook_and_the_others_finish(tmp_path, monkeypatch):
+    """The claim's file cannot be written when seed 0 finishes (a full disk, a file another user owns): its line
+    says so and where its notebook is, seed 1 still runs and is stored, and the sweep ends in one error."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "BUILD", tmp_path / "build")
+    monkeypatch.setenv("NBDEMO_BUILD", str(tmp_path / "build"))
+    real, calls = results.store, []
+
+    def store(claim, meta, *args):
+        calls.append(meta["parameters"]["seed"])
+        if len(calls) == 1:
+            raise PermissionError(13, "Permission denied", str(results.path(claim, *args)))
+        return real(claim, meta, *args)
+    monkeypatch.setattr(results, "store", store)
+    log = []
+    with pytest.raises(runner.NotebookFailed, match=r"1 of 2 runs could not be stored") as e:
+        sweep.sweep([CLAIM], [0, 1], overrides=SMALL, workers=1, log=log.append)
+    lost = calls[0]
+    line = next(x for x in log if f"seed {lost}:" in x)
+    assert "NOT STORED (PermissionError: [Errno 13] Permission denied" in line and "\n" not in line
+    notebook = Path(line.split("its notebook: ")[1].split(" |")[0])
+    assert notebook.exists() and nbformat.read(notebook, as_version=4).metadata["nbdemo"]["parameters"]["seed"] == lost
+    assert str(notebook) in str(e.value)
+    assert list(_stored()) == [str(1 - lost)]
