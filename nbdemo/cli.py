@@ -2,6 +2,7 @@
 import argparse
 import difflib
 import os
+import re
 import shutil
 import sys
 
@@ -10,11 +11,20 @@ from .claims import CLAIMS
 
 
 class Parser(argparse.ArgumentParser):
-    """Errors in one line, without the usage block."""
+    """Errors in one line, without the usage block. A value that reads as a number (`-inf`, `-1e-3`, `-.5`) is a
+    value, not an option: `-p lr -inf` gives `lr` the value -inf (which validation then refuses)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d|\.\d|\.?inf(inity)?$|\.?nan$)", re.IGNORECASE)
 
     def error(self, message):
         self.exit(2, f"nbdemo: {message} (see `nbdemo {self.prog.split()[-1]} --help`)\n"
                   if " " in self.prog else f"nbdemo: {message} (see `nbdemo --help`)\n")
+
+
+class Damaged(Exception):
+    """Damaged results files (`results.StoreError`s), reported after the output that could be made without them."""
 
 
 def known_claim(name):
@@ -43,14 +53,32 @@ def _device(name):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def at_least_1(text):
+    """An integer argument >= 1 (--workers, --repeats)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not an integer >= 1")
+    return n
+
+
 def _overrides(pairs):
     return {name: value for name, value in pairs or []}
 
 
 def cmd_list(args):
+    """The claims, one line each; a claim whose stored file is damaged shows as unreadable, and its error follows."""
     print(f"{'claim':8} {'title':40} {'over seeds':15} {'k of n':>7} {'control':15} {'seed-0 page':15} {'runtime':>8}")
+    damaged = []
     for c in CLAIMS.values():
-        s = evidence.assess(c, args.profile)
+        try:
+            s = evidence.assess(c, args.profile)
+        except results.StoreError as e:
+            damaged.append(e)
+            print(f"{c.id:8} {c.title[:40]:40} unreadable")
+            continue
         found = runner.latest(c, args.profile) if args.profile in params.profiles(c) else None
         page = found[1]["verdict"]["outcome"] if found and found[1]["verdict"] else "stale"
         over = "no results" if not s else s["headline"] + (" (stale)" if s["stale"] else "")
@@ -60,15 +88,18 @@ def cmd_list(args):
         wall = f"{s['wall_s']:.1f} s" if s else ""
         print(f"{c.id:8} {c.title[:40]:40} {over:15} {k_of_n:>7} {ctrl:15} {page:15} {wall:>8}")
     print(results.RULE, evidence.RULE)
+    if damaged:
+        raise Damaged(damaged)
 
 
 def cmd_run(args):
     overrides = _overrides(args.p)
+    if args.keep and (args.profile == "default" or args.dry_run):
+        raise params.ParameterError("--keep stores the executed notebook of a non-default profile")
     for claim in args.claims:
-        path, _ = runner.run(claim, args.profile, overrides, commit=args.commit, dry_run=args.dry_run)
+        path, _ = runner.run(claim, args.profile, overrides, commit=args.commit, dry_run=args.dry_run,
+                             force=args.force)
         if args.keep:
-            if args.profile == "default" or args.dry_run:
-                raise params.ParameterError("--keep stores the executed notebook of a non-default profile")
             kept = results.RESULTS / runner.run_name(args.profile, overrides) / path.name
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, kept)
@@ -78,8 +109,14 @@ def cmd_run(args):
 def cmd_sweep(args):
     from .sweep import parse_seeds, sweep
     claims = [c for c in CLAIMS.values() if args.profile in params.profiles(c)] if args.all else args.claims
+    if args.all and not claims:
+        raise params.ParameterError(f"no claim has a profile {args.profile!r}")
     if not claims:
         raise params.ParameterError("name the claims to sweep, or give --all")
+    for c in claims:
+        if args.profile not in params.profiles(c):
+            raise params.ParameterError(f"{c.id} has no profile {args.profile!r}; its profiles are: "
+                                        f"{', '.join(params.profiles(c))}")
     overrides = _overrides(args.p)
     if "seed" in overrides:
         raise params.ParameterError("a sweep sets the seed itself: give the seeds with --seeds, not -p seed")
@@ -93,7 +130,7 @@ def cmd_sweep(args):
         print(f"{len(stale)} stored runs are stale")
         sys.exit(1 if stale else 0)
     sweep(claims, parse_seeds(" ".join(args.seeds)), args.profile, overrides, scheduler=args.scheduler,
-          workers=args.workers, commit=args.commit, gpu=args.gpu)
+          workers=args.workers, commit=args.commit, gpu=args.gpu, force=args.force)
     for c in claims:
         s = evidence.assess(c, args.profile) if not overrides else results.summary(c, args.profile, overrides)
         print(f"{c.id:8} {s['headline']:15} {s['reproduced']} of {s['n']} seeds reproduce")
@@ -101,6 +138,9 @@ def cmd_sweep(args):
 
 def cmd_book(args):
     from .book import build
+    for c in CLAIMS.values():  # a damaged store stops the book before any notebook runs
+        for profile in {args.profile, evidence.CONTROL}:
+            results.load(c, profile)
     build(args.profile, strict=args.strict)
 
 
@@ -120,6 +160,7 @@ def main(argv=None):
     def profile_args(p):
         p.add_argument("--profile", default="default", help="a named profile of nbdemo/profiles/<CLAIM>.yml")
         p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="override a parameter")
+        p.add_argument("--force", action="store_true", help=f"run step counts over {params.MAX_STEPS:,} too")
 
     p = sub.add_parser("run", help="execute claim notebooks into build/ and print wall time and outcome")
     p.add_argument("claims", nargs="+", type=known_claim)
@@ -135,10 +176,13 @@ def main(argv=None):
                                      "missing or stale")
     p.add_argument("claims", nargs="*", type=known_claim)
     p.add_argument("--all", action="store_true", help="every claim")
-    p.add_argument("--seeds", nargs="+", default=["0-4"], help="seeds as a list or ranges: 0-4, 0 1 2, 0,3,7")
+    p.add_argument("--seeds", nargs="+", default=["0-4"], help="seeds as a list or ranges: 0-4, 0 1 2, 0,3,7 "
+                                                                "(at most 1,000 runs of claims x seeds)")
     profile_args(p)
-    p.add_argument("--scheduler", help="address of a running Dask scheduler (default: a LocalCluster here)")
-    p.add_argument("--workers", type=int, help="workers of the LocalCluster (default: cores / threads per notebook)")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://HOST:PORT (default: a "
+                                       "LocalCluster here); one that does not answer within 10 s is refused")
+    p.add_argument("--workers", type=at_least_1, help="workers of the LocalCluster (default: cores / threads per "
+                                                      "notebook)")
     p.add_argument("--commit", action="store_true", help="the default-profile run of each notebook's own seed "
                                                          "writes notebooks/ (workers must share this checkout)")
     p.add_argument("--gpu", action="store_true", help="each run asks its worker for the resource GPU=1")
@@ -151,7 +195,7 @@ def main(argv=None):
     p.set_defaults(func=cmd_book)
 
     p = sub.add_parser("bench", help="measure the speed-ups of the hot paths as side-by-side ratios")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=at_least_1, default=5)
     p.add_argument("--device", type=_device, default="auto", help="auto (cuda if there is one), cpu, cuda, ...")
     p.add_argument("--book", action="store_true", help="also run every notebook (default profile) and time it")
     p.set_defaults(func=cmd_bench)
@@ -159,9 +203,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         args.func(args)
-    except (params.ParameterError, runner.NotebookFailed) as e:
+    except (params.ParameterError, results.StoreError, runner.NotebookFailed) as e:
         print(f"nbdemo: {e}", file=sys.stderr)
-        sys.exit(2 if isinstance(e, params.ParameterError) else 1)
+        sys.exit(1 if isinstance(e, runner.NotebookFailed) else 2)
+    except Damaged as e:
+        print("\n".join(f"nbdemo: {err}" for err in e.args[0]), file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit("nbdemo: interrupted; notebooks/ is untouched and no partial result was kept")
     except BrokenPipeError:  # `nbdemo list | head`: the reader stopped reading (as the Python docs advise)

@@ -61,28 +61,53 @@ def profiles(claim):
     return {"default": {}, **named}
 
 
-def _positive(v):
-    return v > 0
+def _number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-RULES = {  # parameter name -> (test, what is allowed)
-    "steps": (lambda v: v >= 0, "an integer >= 0"),
-    "epochs": (lambda v: v >= 0, "an integer >= 0"),
-    "width": (_positive, "a positive integer"),
-    "depth": (_positive, "a positive integer"),
-    "blocks": (_positive, "a positive integer"),
-    "batch_size": (_positive, "a positive integer"),
-    "lr": (_positive, "a number > 0"),
-    "gamma": (_positive, "a number > 0 (the init variance factor)"),
-    "beta": (_positive, "a number > 0 (the init output scale)"),
-    "momentum": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
-    "weight_decay": (lambda v: v >= 0, "a number >= 0"),
+def _each(rule, empty=False):
+    """A rule for a list whose items each follow `rule` (and that is not empty, unless `empty`)."""
+    test, what = rule
+    return (lambda v: (empty or len(v) > 0) and all(_number(x) and test(x) for x in v),
+            f"a {'' if empty else 'non-empty '}list, each {what}")
+
+
+COUNT = (lambda v: v > 0, "an integer > 0")
+STEPS = (lambda v: v >= 0, "an integer >= 0 (0: the untrained network)")
+RATE = (lambda v: v > 0, "a number > 0")
+NONNEGATIVE = (lambda v: v >= 0, "a number >= 0")
+FRACTION = (lambda v: 0 < v <= 1, "a number in (0, 1]")
+MOMENTUM = (lambda v: 0 <= v < 1, "a number in [0, 1)")
+CLASSES = (lambda v: len(v) > 0 and all(isinstance(c, int) and not isinstance(c, bool) for c in v)
+           and len(set(v)) == len(v), "a non-empty list of distinct integers (classes of the dataset)")
+# Parameters that count steps or epochs of training: above MAX_STEPS a run is refused unless the user asks for it.
+STEP_COUNTS = ("steps", "epochs", "cnn_steps", "linear_steps", "steps_easy", "steps_regime", "real_epochs",
+               "whiten_epochs")
+MAX_STEPS = 10 ** 7
+
+RULES = {  # parameter name -> (test, what is allowed): the valid range of each parameter of every notebook
+    **dict.fromkeys(STEP_COUNTS, STEPS),
+    **dict.fromkeys(("width", "depth", "blocks", "batch_size", "dim", "record_every", "snapshot_every", "cnn_hidden",
+                     "linear_width", "linear_depth", "depth_regime", "depth_shallow", "downsample", "k_neighbours"),
+                    COUNT),
+    **dict.fromkeys(("lr", "cnn_lr", "real_lr", "lr_easy", "lr_linear", "lr_regime", "lr_whitened", "gamma",
+                     "gamma_between", "gamma_escape", "beta", "beta_regime", "delta", "eps", "plateau_eps",
+                     "whiten_eps", "zca_eps", "learned_loss", "amplify_factor"), RATE),
+    **dict.fromkeys(("weight_decay", "lam", "lam_W", "sigma"), NONNEGATIVE),
+    **dict.fromkeys(("depths", "widths", "layers", "projections", "cnn_channels"), _each(COUNT)),
+    **dict.fromkeys(("gammas", "betas"), _each(RATE)),
+    **dict.fromkeys(("lambdas", "lams"), _each(NONNEGATIVE)),
+    **dict.fromkeys(("classes", "classes_2", "classes_3", "binary_classes"), CLASSES),
+    "momentum": MOMENTUM,
+    "momenta": _each(MOMENTUM),
+    "amplify_frac": FRACTION,
+    "lr_milestones": _each(FRACTION, empty=True),
     "seed": (lambda v: v >= 0, "an integer >= 0"),
     "seeds": (lambda v: len(v) > 0 and all(isinstance(s, int) and s >= 0 for s in v), "a non-empty list of integers >= 0"),
     "dataset": (lambda v: v in DATASETS, f"one of {sorted(DATASETS)}"),
     "precision": (lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
     "device": (lambda v: re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", v) is not None, "auto, cpu, cuda, cuda:N or mps"),
-}
+}  # and every n_* (a number of samples, models, points, ...): COUNT
 
 
 def _coerce(name, value, default):
@@ -117,8 +142,9 @@ def _finite(value):
     return not isinstance(value, float) or math.isfinite(value)
 
 
-def validate(claim, overrides):
-    """Check override names, types and values against the notebook's parameters; return the full parameter dict."""
+def validate(claim, overrides, force=False):
+    """Check override names, types and values against the notebook's parameters (and `RULES`), and step counts
+    against `MAX_STEPS` unless `force`; return the full parameter dict."""
     params = defaults(claim)
     unknown = sorted(set(overrides) - set(params))
     if unknown:
@@ -127,22 +153,25 @@ def validate(claim, overrides):
     for name, value in overrides.items():
         params[name] = _coerce(name, value, params[name])
     for name, value in params.items():
-        test, allowed = RULES.get(name) or ((_positive, "a positive integer") if name.startswith("n_") else (None, ""))
+        test, allowed = RULES.get(name) or (COUNT if name.startswith("n_") else (None, ""))
         if test and not test(value):
             raise ParameterError(f"parameter {name!r} = {value!r} is impossible: it must be {allowed}")
-    if "classes" in params and "dataset" in params and isinstance(params["classes"], list):
+        if name in STEP_COUNTS and value > MAX_STEPS and not force:
+            raise ParameterError(f"parameter {name!r} = {value!r} is over {MAX_STEPS:,}: give --force to run it")
+    for name in [n for n, rule in RULES.items() if rule is CLASSES and n in params and "dataset" in params]:
         k = DATASETS[params["dataset"]][1]
-        if len(params["classes"]) > k or not all(isinstance(c, int) and 0 <= c < k for c in params["classes"]):
-            raise ParameterError(f"parameter 'classes' = {params['classes']} does not fit {params['dataset']}, "
+        if len(params[name]) > k or not all(0 <= c < k for c in params[name]):
+            raise ParameterError(f"parameter {name!r} = {params[name]} does not fit {params['dataset']}, "
                                  f"which has classes 0..{k - 1}")
     return params
 
 
-def resolve(claim, profile="default", overrides=None):
-    """Profile overrides, then command-line overrides, validated. Returns (changed parameters, all parameters)."""
+def resolve(claim, profile="default", overrides=None, force=False):
+    """Profile overrides, then command-line overrides, validated (`force`: step counts over `MAX_STEPS` too).
+    Returns (changed parameters, all parameters)."""
     named = profiles(claim)
     if profile not in named:
         raise ParameterError(f"{claim.id} has no profile {profile!r}; its profiles are: {', '.join(named)}")
     changed = {**named[profile], **(overrides or {})}
-    full = validate(claim, changed)
+    full = validate(claim, changed, force)
     return {k: full[k] for k in changed}, full

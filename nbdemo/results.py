@@ -4,21 +4,28 @@ Every function takes a `Claim` (`nbdemo.claims.get`), not its id.
 
 `results/<run name>/<CLAIM>.json` (run name as in `runner.run_name`: `default`, `paper`, `default-steps=100`) holds
 {"claim", "profile", "overrides", "runs": {seed: record}}, one record per seed: its outcome, every verdict row, the
-fingerprint of what it depended on, its wall time and provenance. Only the sweep's client writes it, one finished
-run at a time, through a temporary file renamed into place, so a file is always whole and a seed is never stored
-twice. Executed notebooks of other profiles (a paper profile run on a GPU) sit beside it as `<CLAIM>.ipynb`.
+fingerprint of what it depended on, its wall time and provenance. A sweep's client writes it, one finished run at a
+time, through a temporary file renamed into place, so a file is always whole and a seed is never stored twice; the
+read-modify-write holds a lock (`.<CLAIM>.json.lock` beside the file), so sweeps of one claim that run at once, from
+two terminals or two machines sharing the checkout, keep every record. A file is checked when it is read (`load`); a damaged
+one raises `StoreError`, one line naming the file and what is wrong, and is never written over. Executed notebooks of other profiles (a paper profile run on a GPU) sit beside it as `<CLAIM>.ipynb`.
 """
 import json
+import math
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
+from filelock import FileLock
+
 from . import fingerprint, params, runner
-from .claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ROOT
+from .claims import INCONCLUSIVE, NOT_REPRODUCED, OUTCOMES, REPRODUCED, ROOT
 
 RESULTS = Path(os.environ.get("NBDEMO_RESULTS", ROOT / "results"))
 MIN_SEEDS, MAJORITY = 5, 0.8
 MIXED, TOO_FEW = "MIXED", "TOO FEW SEEDS"
+REPAIR = "restore it with `git checkout -- results/` or move it away and sweep again"
 RULE = (f"A claim's headline over its seeds is REPRODUCED when at least {MAJORITY:.0%} of the seeds reproduce "
         f"(4 of 5), NOT REPRODUCED when at least {MAJORITY:.0%} do not reproduce, INCONCLUSIVE when more than half "
         f"are inconclusive (a requirement failed), and MIXED otherwise; with fewer than {MIN_SEEDS} seeds there "
@@ -42,12 +49,75 @@ def path(claim, profile="default", overrides=None):
     return RESULTS / runner.run_name(profile, overrides) / f"{claim.id}.json"
 
 
+class StoreError(ValueError):
+    """A results file that cannot be read or is not what `store` writes; the message names the file and the fault."""
+
+
+def _finite(x):
+    """No NaN or infinity among the numbers of a record (`verdict` stores them as the strings 'inf' and 'nan')."""
+    if isinstance(x, float):
+        return math.isfinite(x)
+    if isinstance(x, dict):
+        return all(map(_finite, x.values()))
+    return all(map(_finite, x)) if isinstance(x, list) else True
+
+
+def _fault(run):
+    """What is wrong with one stored record, or None."""
+    if not isinstance(run, dict):
+        return "not a mapping"
+    if not isinstance(run.get("fingerprint"), str):
+        return "no fingerprint"
+    if run.get("outcome") is not None and run.get("outcome") not in OUTCOMES:
+        return f"outcome {run.get('outcome')!r} is not one of {', '.join(OUTCOMES)} or null"
+    if not isinstance(run.get("rows"), list) or not all(isinstance(r, dict) for r in run["rows"]):
+        return "rows is not a list of mappings"
+    bad = [r for r in run["rows"] if r.get("ok") is not None and not isinstance(r.get("ok"), bool)]
+    if bad:
+        return f"row {bad[0].get('name')!r}: ok is {bad[0]['ok']!r}, not true, false or null"
+    if not _finite(run):
+        return "a number is not finite (NaN or infinity)"
+    return None
+
+
+def _check(body, claim):
+    """The faults of a file's content, as a text, or None."""
+    if not isinstance(body, dict) or "runs" not in body:
+        return "is not a mapping with 'runs'"
+    if body.get("claim", claim.id) != claim.id:
+        return f"holds claim {body['claim']!r}, not {claim.id}"
+    if not isinstance(body["runs"], dict):
+        return "'runs' is not a mapping of seeds to records"
+    for key, run in body["runs"].items():
+        if not re.fullmatch(r"0|[1-9][0-9]*", key):
+            return f"seed key {key!r} is not an integer >= 0 written plainly"
+        if fault := _fault(run):
+            return f"seed {key}: {fault}"
+    return None
+
+
 def load(claim, profile="default", overrides=None):
-    """The stored runs of a claim, {seed: record}; empty when none are stored."""
+    """The stored runs of a claim, {seed: record}; empty when none are stored. A file that cannot be read or is
+    damaged raises `StoreError`, one line naming it and what is wrong."""
+    file = path(claim, profile, overrides)
     try:
-        return {int(s): r for s, r in json.loads(path(claim, profile, overrides).read_text())["runs"].items()}
+        text = file.read_text()
     except FileNotFoundError:
         return {}
+    except NotADirectoryError:
+        folder = next(p for p in reversed(file.parents) if p.exists() and not p.is_dir())
+        raise StoreError(f"{folder} is not a folder; move it away") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise StoreError(f"{file} cannot be read: {getattr(e, 'strerror', None) or e}") from None
+    if not text.strip():
+        raise StoreError(f"{file} is empty; {REPAIR}")
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise StoreError(f"{file} is not valid JSON ({e.msg}: line {e.lineno} column {e.colno}); {REPAIR}") from None
+    if fault := _check(body, claim):
+        raise StoreError(f"{file}: {fault}; {REPAIR}")
+    return {int(s): r for s, r in body["runs"].items()}
 
 
 def record(meta):
@@ -58,14 +128,17 @@ def record(meta):
 
 
 def store(claim, meta, profile="default", overrides=None):
-    """Add one finished run of a claim to its file, atomically (only the sweep's client calls this)."""
-    runs = load(claim, profile, overrides)
-    rec = record(meta)
-    runs[rec["seed"]] = rec
-    body = {"claim": claim.id, "profile": profile,
-            "overrides": {k: v for k, v in meta["overrides"].items() if k != "seed"},
-            "runs": {str(s): runs[s] for s in sorted(runs)}}
-    runner.atomic_write(json.dumps(body, indent=1, ensure_ascii=False) + "\n", path(claim, profile, overrides))
+    """Add one finished run of a claim to its file, atomically, under the file's lock (a sweep's client calls this)."""
+    file = path(claim, profile, overrides)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(file.with_name(f".{file.name}.lock")):
+        runs = load(claim, profile, overrides)
+        rec = record(meta)
+        runs[rec["seed"]] = rec
+        body = {"claim": claim.id, "profile": profile,
+                "overrides": {k: v for k, v in meta["overrides"].items() if k != "seed"},
+                "runs": {str(s): runs[s] for s in sorted(runs)}}
+        runner.atomic_write(json.dumps(body, indent=1, ensure_ascii=False) + "\n", file)
 
 
 def expected_fingerprint(claim, seed, profile="default", overrides=None):

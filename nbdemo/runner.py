@@ -8,6 +8,7 @@ looks complete. A run that stops at an error keeps the notebook as executed up t
 no overrides.
 """
 import ast
+import hashlib
 import json
 import os
 import signal
@@ -151,10 +152,14 @@ def atomic_write(text, path):
 
 
 def run_name(profile="default", overrides=None, dry_run=False):
-    """The folder name of a profile with overrides: `default`, `paper`, `default-seed=3-steps=100`, `dry-run`."""
+    """The folder name of a profile with overrides: `default`, `paper`, `default-seed=3-steps=100`, `dry-run`. A value
+    longer than 32 characters is named by a hash of it (`init=#3f9a0c1b2d4e`), so that a name fits a file system."""
+    def shown(v):
+        text = str(v).replace("/", "_").replace(" ", "")
+        return text if len(text) <= 32 else "#" + hashlib.sha256(str(v).encode()).hexdigest()[:12]
     name = "dry-run" if dry_run else profile
     if overrides:
-        name += "-" + "-".join(f"{k}={v}" for k, v in sorted(overrides.items())).replace("/", "_").replace(" ", "")
+        name += "-" + "-".join(f"{k}={shown(v)}" for k, v in sorted(overrides.items()))
     return name
 
 
@@ -163,12 +168,13 @@ def output_path(claim, profile="default", overrides=None, dry_run=False):
     return BUILD / "runs" / run_name(profile, overrides, dry_run) / f"{claim.id}.ipynb"
 
 
-def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, kernel=None, log=print):
+def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, kernel=None, force=False, log=print):
     """Execute one claim's notebook; return (path of the executed notebook, its nbdemo metadata).
 
-    kernel: a `shared_kernel` to run on, instead of a kernel of its own."""
+    kernel: a `shared_kernel` to run on, instead of a kernel of its own; force: run step counts over
+    `params.MAX_STEPS` too."""
     from papermill.exceptions import PapermillExecutionError
-    changed, full = resolve(claim, profile, overrides)
+    changed, full = resolve(claim, profile, overrides, force)
     if commit and (profile != "default" or changed or dry_run):
         raise ParameterError("--commit writes notebooks/ and takes the default profile only, with no -p overrides")
     if kernel is not None and kernel.nbdemo_dry_run != dry_run:

@@ -19,17 +19,56 @@ from . import params, results, runner
 from .claims import Claim, get
 
 
+MAX_RUNS = 1000  # runs (claims x seeds) in one sweep: more is a typo, or a job to split into several sweeps
+CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler
+ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx)://)?(\[[0-9a-fA-F:]+\]|[\w.-]+):(\d{1,5})|inproc://\S+")
+
+
 def parse_seeds(text):
-    """"0-4", "0 1 2", "0,3,7" or "0-2,9" -> a sorted list of distinct seeds >= 0."""
-    seeds = set()
+    """"0-4", "0 1 2", "0,3,7" or "0-2,9" -> a sorted list of distinct seeds >= 0 (at most `MAX_RUNS`)."""
+    ranges = []
     for part in filter(None, re.split(r"[\s,]+", str(text).strip())):
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
         if not m or (m[2] is not None and int(m[2]) < int(m[1])):
             raise params.ParameterError(f"seeds {text!r}: give seeds >= 0 as a list or ranges, e.g. 0-4 or 0,3,7")
-        seeds.update(range(int(m[1]), int(m[2] or m[1]) + 1))
-    if not seeds:
+        ranges.append(range(int(m[1]), int(m[2] or m[1]) + 1))
+    if not ranges:
         raise params.ParameterError("seeds: give at least one seed, e.g. 0-4")
-    return sorted(seeds)
+    n = sum(map(len, ranges))  # counted before any list is made: 0-100000000000 is a number, not a list
+    if n > MAX_RUNS:
+        raise params.ParameterError(f"seeds {text!r}: {n:,} seeds; a sweep runs at most {MAX_RUNS:,} runs "
+                                    "(split it into several sweeps)")
+    return sorted(set().union(*ranges))
+
+
+def check_request(claims, seeds, scheduler=None, gpu=False):
+    """Refuse, before anything is planned or started, a sweep that is too big, an address that is not one, and
+    --gpu on a LocalCluster of a machine where torch sees no GPU (its runs would wait for good)."""
+    if len(claims) * len(seeds) > MAX_RUNS:
+        raise params.ParameterError(f"{len(claims) * len(seeds):,} runs ({len(claims)} claims x {len(seeds)} seeds); "
+                                    f"a sweep runs at most {MAX_RUNS:,} (split it into several sweeps)")
+    m = ADDRESS.fullmatch(scheduler) if scheduler else None
+    if scheduler and not (m and (m[2] is None or 0 < int(m[2]) < 65536)):
+        raise params.ParameterError(f"--scheduler {scheduler!r}: give tcp://HOST:PORT (or tls://, ucx://, "
+                                    "inproc://), e.g. tcp://127.0.0.1:8786")
+    if gpu and not scheduler and not torch.cuda.is_available():
+        raise params.ParameterError("--gpu: torch sees no CUDA device here, so no worker of the LocalCluster has a GPU; "
+                                    "give --scheduler of a cluster whose workers have --resources GPU=1")
+
+
+def connect(scheduler, cluster, gpu):
+    """A Client of the scheduler (or of the LocalCluster); a scheduler that does not answer within CONNECT_TIMEOUT
+    seconds, or has no GPU worker for --gpu, is refused in one line."""
+    try:
+        client = Client(scheduler or cluster, timeout=CONNECT_TIMEOUT)
+    except OSError as e:
+        raise params.ParameterError(f"cannot connect to {scheduler} within {CONNECT_TIMEOUT} s: "
+                                    f"{' '.join(str(e).split())[:200]}") from None
+    if gpu and not any(w.get("resources", {}).get("GPU") for w in client.scheduler_info()["workers"].values()):
+        client.close()
+        raise params.ParameterError(f"--gpu: no worker of {scheduler or 'the LocalCluster'} has the resource GPU "
+                                    "(start workers with --resources GPU=1)")
+    return client
 
 
 def _is_page(claim, seed, profile, overrides):
@@ -37,14 +76,14 @@ def _is_page(claim, seed, profile, overrides):
     return profile == "default" and not overrides and seed == params.defaults(claim)["seed"]
 
 
-def plan(claims, seeds, profile="default", overrides=None, commit=False):
+def plan(claims, seeds, profile="default", overrides=None, commit=False, force=False):
     """The (claim, seed) runs that are missing or stale in the store (and, with `commit`, the seed-0 runs whose
     committed notebook is stale). Parameters are checked here, before anything runs."""
     todo = []
     for claim in claims:
         stored = results.status(claim, profile, overrides)
         for seed in seeds:
-            params.resolve(claim, profile, {**(overrides or {}), "seed": seed})
+            params.resolve(claim, profile, {**(overrides or {}), "seed": seed}, force)
             fresh = seed in stored and stored[seed][1]
             page_stale = commit and _is_page(claim, seed, profile, overrides) and runner.latest(claim) is None
             if not fresh or page_stale:
@@ -59,7 +98,7 @@ def plan(claims, seeds, profile="default", overrides=None, commit=False):
 DASK_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
 
 
-def task(claim, seed, profile, overrides, commit, env):
+def task(claim, seed, profile, overrides, commit, env, force=False):
     """One notebook run on a worker, with the values `env` ({variable: value or None}) of `DASK_VARS` in the process
     that started the sweep; returns the run's metadata (the verdict, provenance, wall time)."""
     for var, value in env.items():
@@ -68,8 +107,10 @@ def task(claim, seed, profile, overrides, commit, env):
         else:
             os.environ[var] = value
     if commit and _is_page(claim, seed, profile, overrides):
-        return runner.run(claim, commit=True, log=lambda *_: None)[1]
-    return runner.run(claim, profile, {**overrides, "seed": seed}, log=lambda *_: None)[1]
+        path, meta = runner.run(claim, commit=True, log=lambda *_: None)
+    else:
+        path, meta = runner.run(claim, profile, {**overrides, "seed": seed}, force=force, log=lambda *_: None)
+    return {**meta, "notebook": str(path)}
 
 
 def local_workers():
@@ -79,22 +120,25 @@ def local_workers():
     return max(1, (os.cpu_count() or 1) // torch.get_num_threads())
 
 
-def _cluster(scheduler, workers):
+def _cluster(scheduler, workers, gpu):
+    """The LocalCluster when there is no scheduler; with `gpu`, one worker per GPU, each with the resource GPU=1."""
     if scheduler:
         return None
-    return LocalCluster(n_workers=workers or local_workers(), threads_per_worker=1, processes=True,
-                        dashboard_address=None)
+    return LocalCluster(n_workers=workers or (torch.cuda.device_count() if gpu else local_workers()),
+                        threads_per_worker=1, processes=True, dashboard_address=None,
+                        resources={"GPU": 1} if gpu else None)
 
 
-def _run(client, todo, profile, overrides, commit, gpu, env, log):
-    """Submit the runs, store each as it finishes, print progress; return the runs that failed."""
+def _run(client, todo, profile, overrides, commit, gpu, env, log, force=False):
+    """Submit the runs, store each as it finishes, print progress; return the runs that failed and those that ran
+    but could not be stored, as (claim, seed, the executed notebook on its worker)."""
     workers = client.scheduler_info()["workers"].values()
     log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all")
-    futures = {client.submit(task, claim, seed, profile, overrides, commit, env, pure=False, priority=-i,
+    futures = {client.submit(task, claim, seed, profile, overrides, commit, env, force, pure=False, priority=-i,
                              key=f"{claim.id}-seed{seed}-{os.urandom(4).hex()}",  # in the order given
                              resources={"GPU": 1} if gpu else None): (claim, seed)
                for i, (claim, seed) in enumerate(todo)}
-    t0, done, failed = time.perf_counter(), 0, []
+    t0, done, failed, unstored = time.perf_counter(), 0, [], []
     for future in as_completed(futures):
         claim, seed = futures[future]
         done += 1
@@ -104,37 +148,46 @@ def _run(client, todo, profile, overrides, commit, gpu, env, log):
             failed.append((claim, seed))
             what = f"FAILED: {' '.join(str(e).split())[:300]}"
         else:
-            results.store(claim, meta, profile, overrides)
-            what = f"{meta['verdict']['outcome'] if meta['verdict'] else 'no verdict'} in {meta['wall_s']:.1f} s"
+            try:
+                results.store(claim, meta, profile, overrides)
+            except (OSError, results.StoreError) as e:  # not writable, disk full, damaged: the notebook stays
+                unstored.append((claim, seed, meta["notebook"]))
+                what = f"NOT STORED ({type(e).__name__}: {' '.join(str(e).split())}); its notebook: {meta['notebook']}"
+            else:
+                what = f"{meta['verdict']['outcome'] if meta['verdict'] else 'no verdict'} in {meta['wall_s']:.1f} s"
         left = (time.perf_counter() - t0) / done * (len(todo) - done)
-        log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim.id} seed {seed}: {what} | {len(failed)} failed | "
-            f"about {left / 60:.0f} min left")
-    return failed
+        log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim.id} seed {seed}: {what} | "
+            f"{len(failed) + len(unstored)} failed | about {left / 60:.0f} min left")
+    return failed, unstored
 
 
 def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, workers=None, commit=False, gpu=False,
-          log=print):
+          force=False, log=print):
     """Run what is missing or stale of claims × seeds on Dask; store each run as it finishes.
 
     claims: `Claim`s or their ids (an entry point: ids are looked up here, once). Returns the list of runs started,
     as (Claim, seed). workers: of the LocalCluster (default `local_workers()`); gpu: each task asks its worker for the
-    resource GPU=1 (workers started with `--resources GPU=1`)."""
+    resource GPU=1 (workers started with `--resources GPU=1`); force: step counts over `params.MAX_STEPS` too."""
     claims = [c if isinstance(c, Claim) else get(c) for c in claims]
     overrides = overrides or {}
-    todo = plan(claims, seeds, profile, overrides, commit)
+    check_request(claims, seeds, scheduler, gpu)
+    todo = plan(claims, seeds, profile, overrides, commit, force)
     if not todo:
         log(f"nothing to run: {len(claims)} claims x {len(seeds)} seeds are stored and fresh in "
             f"{results.path(claims[0], profile, overrides).parent}")
         return []
     env = {var: os.environ.get(var) for var in DASK_VARS}  # before a LocalCluster sets them
-    cluster = _cluster(scheduler, workers)
+    cluster = _cluster(scheduler, workers, gpu)
     try:
-        with runner.sigterm_as_interrupt(), Client(scheduler or cluster) as client:
-            failed = _run(client, todo, profile, overrides, commit, gpu, env, log)
+        with runner.sigterm_as_interrupt(), connect(scheduler, cluster, gpu) as client:
+            failed, unstored = _run(client, todo, profile, overrides, commit, gpu, env, log, force)
     finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it
         if cluster is not None:
             cluster.close()
-    if failed:
-        raise runner.NotebookFailed(f"{len(failed)} of {len(todo)} runs failed: "
-                                    + ", ".join(f"{c.id} seed {s}" for c, s in failed) + "; the others are stored")
+    problems = ([f"{len(failed)} of {len(todo)} runs failed: " + ", ".join(f"{c.id} seed {s}" for c, s in failed)]
+                if failed else []) + \
+               ([f"{len(unstored)} of {len(todo)} runs could not be stored: "
+                 + ", ".join(f"{c.id} seed {s} (its notebook: {nb})" for c, s, nb in unstored)] if unstored else [])
+    if problems:
+        raise runner.NotebookFailed("; ".join(problems) + "; the others are stored")
     return todo

@@ -128,6 +128,28 @@ REFUSED = [  # (arguments, what the one line of stderr must say); every case run
     (["list", "--profile", "papr"], "unknown profile 'papr'"),
     (["book", "--profile", "papr"], "unknown profile 'papr'"),
     (["run", "TFD-1", "--profile", "papr"], "TFD-1 has no profile 'papr'"),
+    # impossible values stated in params.RULES, and unbounded input, refused before a kernel or a cluster starts
+    (["run", "TFD-1", "-p", "record_every", "0"], "'record_every' = 0 is impossible: it must be an integer > 0"),
+    (["run", "MLI-7", "-p", "dim", "0"], "'dim' = 0 is impossible: it must be an integer > 0"),
+    (["run", "PCB-1", "-p", "classes", "[]"], "'classes' = [] is impossible: it must be a non-empty list"),
+    (["run", "MLI-6", "-p", "classes_2", "[1, 12]"], "'classes_2' = [1, 12] does not fit fashion-mnist"),
+    (["run", "PFC-1", "-p", "lr_milestones", "[0.5, 2]"], "'lr_milestones' = [0.5, 2] is impossible"),
+    (["run", "TFD-1", "-p", "steps", "10000000000"], "'steps' = 10000000000 is over 10,000,000: give --force"),
+    (["sweep", "TFD-1", "-p", "steps", "10000000000"], "'steps' = 10000000000 is over 10,000,000: give --force"),
+    (["run", "TFD-1", "-p", "lr", "-inf"], "'lr' = -inf is impossible: a number must be finite"),
+    (["run", "TFD-1", "-p", "lr", "-1e-3"], "'lr' = -0.001 is impossible: it must be a number > 0"),
+    (["run", "MLI-7", "--keep"], "--keep stores the executed notebook of a non-default profile"),
+    (["sweep", "MLI-7", "--workers", "0"], "argument --workers: 0 is not an integer >= 1"),
+    (["sweep", "MLI-7", "--workers", "-1"], "argument --workers: -1 is not an integer >= 1"),
+    (["sweep", "MLI-7", "--seeds", "0-100000"], "100,001 seeds; a sweep runs at most 1,000 runs"),
+    (["sweep", "MLI-7", "--seeds", "0-100000000000"], "100,000,000,001 seeds; a sweep runs at most 1,000 runs"),
+    (["sweep", "--all", "--seeds", "0-99"], "3,200 runs (32 claims x 100 seeds); a sweep runs at most 1,000"),
+    (["sweep", "MLI-7", "--scheduler", "bogus://x"], "--scheduler 'bogus://x': give tcp://HOST:PORT"),
+    (["sweep", "MLI-7", "--scheduler", "tcp://127.0.0.1:notaport"], "--scheduler 'tcp://127.0.0.1:notaport'"),
+    (["sweep", "MLI-7", "--scheduler", "tcp://127.0.0.1:99999"], "--scheduler 'tcp://127.0.0.1:99999'"),
+    (["sweep", "--all", "--stale", "--profile", "nosuch"], "no claim has a profile 'nosuch'"),
+    (["sweep", "MLI-7", "--stale", "--profile", "nosuch"], "MLI-7 has no profile 'nosuch'"),
+    (["bench", "--repeats", "0"], "argument --repeats: 0 is not an integer >= 1"),
 ]
 MALFORMED = [("paper: {steps: [1, 2\n", "is not valid YAML"), ("paper: 3\n", "paper is not"),
              ("- just a list\n", "a profile file is a mapping")]
@@ -266,3 +288,30 @@ def test_divergence_is_an_inconclusive_run_with_its_step_not_a_crash(tmp_path, m
 def test_classes_that_the_dataset_lacks_are_refused(classes):
     with pytest.raises(params.ParameterError, match="does not fit fashion-mnist, which has classes 0..9"):
         params.resolve(PCB1, "default", {"classes": classes})
+
+
+def test_steps_0_is_the_untrained_network_and_huge_steps_run_with_force():
+    assert params.resolve(TFD1, "default", {"steps": 0})[0] == {"steps": 0}
+    assert params.resolve(TFD1, "default", {"steps": 10 ** 8}, force=True)[0] == {"steps": 10 ** 8}
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+def test_gpu_on_the_local_cluster_of_a_machine_without_one_is_refused(nbdemo_cli, tmp_path):
+    _refused_in_one_line(*nbdemo_cli(["sweep", "MLI-7", "--seeds", "0", "--gpu"]),
+                         "--gpu: torch sees no CUDA device here", tmp_path)
+
+
+def test_long_values_are_hashed_in_run_names():
+    """A 300-character value made `OSError: File name too long`; each long value is a short hash in the name."""
+    a, b = (runner.run_name("default", {"init": c * 300, "steps": 5}) for c in "ab")
+    assert a != b and len(a) < 80 and a.startswith("default-init=#") and a.endswith("-steps=5")
+    assert runner.run_name("default", {"steps": 5}) == "default-steps=5"
+
+
+def test_an_unreachable_scheduler_is_reported_in_one_line_within_40_s(tmp_path):
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "NBDEMO_RESULTS": str(tmp_path / "results")}
+    t0 = time.time()
+    r = subprocess.run(NBDEMO + ["sweep", "MLI-7", "--seeds", "0", "--scheduler", "tcp://127.0.0.1:1"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert time.time() - t0 < 40
+    _refused_in_one_line(r.returncode, r.stderr, "cannot connect to tcp://127.0.0.1:1 within 10 s", tmp_path)

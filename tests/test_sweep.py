@@ -11,11 +11,12 @@ import threading
 import time
 from pathlib import Path
 
+import nbformat
 import psutil
 import pytest
 import torch
 
-from nbdemo import results, sweep
+from nbdemo import params, results, runner, sweep
 from nbdemo.claims import CLAIMS, OUTCOMES
 
 DASK = str(Path(sys.executable).with_name("dask"))
@@ -89,7 +90,7 @@ def test_a_worker_killed_mid_sweep_loses_only_its_run_in_flight(cluster):
     assert not job.is_alive() and log and sorted(log[0]) == [(CLAIM, s) for s in seeds]
     runs = _stored()  # whole JSON, every seed once, no temporary file left behind
     assert sorted(runs) == [str(s) for s in seeds] and all(runs[str(s)]["seed"] == s for s in seeds)
-    assert not [p for p in results.RESULTS.rglob("*") if p.name.startswith(".")]
+    assert not [p for p in results.RESULTS.rglob("*") if p.name.startswith(".") and p.suffix != ".lock"]
 
 
 def test_a_local_cluster_runs_notebooks_with_the_threads_of_a_run_by_hand(tmp_path, monkeypatch):
@@ -100,3 +101,74 @@ def test_a_local_cluster_runs_notebooks_with_the_threads_of_a_run_by_hand(tmp_pa
         monkeypatch.delenv(var, raising=False)
     assert sweep.sweep([CLAIM], [0], overrides=SMALL, workers=1, log=lambda *_: None) == [(CLAIM, 0)]
     assert _stored()["0"]["provenance"]["threads"] == torch.get_num_threads()
+
+
+def test_a_run_whose_store_fails_keeps_its_notebook_and_the_others_finish(tmp_path, monkeypatch):
+    """The claim's file cannot be written when seed 0 finishes (a full disk, a file another user owns): its line
+    says so and where its notebook is, seed 1 still runs and is stored, and the sweep ends in one error."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "BUILD", tmp_path / "build")
+    monkeypatch.setenv("NBDEMO_BUILD", str(tmp_path / "build"))
+    real, calls = results.store, []
+
+    def store(claim, meta, *args):
+        calls.append(meta["parameters"]["seed"])
+        if len(calls) == 1:
+            raise PermissionError(13, "Permission denied", str(results.path(claim, *args)))
+        return real(claim, meta, *args)
+    monkeypatch.setattr(results, "store", store)
+    log = []
+    with pytest.raises(runner.NotebookFailed, match=r"1 of 2 runs could not be stored") as e:
+        sweep.sweep([CLAIM], [0, 1], overrides=SMALL, workers=1, log=log.append)
+    lost = calls[0]
+    line = next(x for x in log if f"seed {lost}:" in x)
+    assert "NOT STORED (PermissionError: [Errno 13] Permission denied" in line and "\n" not in line
+    notebook = Path(line.split("its notebook: ")[1].split(" |")[0])
+    assert notebook.exists() and nbformat.read(notebook, as_version=4).metadata["nbdemo"]["parameters"]["seed"] == lost
+    assert str(notebook) in str(e.value)
+    assert list(_stored()) == [str(1 - lost)]
+
+
+def test_gpu_on_a_scheduler_without_a_gpu_worker_is_refused_not_left_waiting(cluster):
+    address, _ = cluster
+    t0 = time.time()
+    with pytest.raises(params.ParameterError, match="--gpu: no worker of tcp://127.0.0.1:.* has the resource GPU"):
+        sweep.sweep([CLAIM], [0], overrides=SMALL, scheduler=address, gpu=True, log=lambda *_: None)
+    assert time.time() - t0 < 30 and not results.path(CLAIM, overrides=SMALL).exists()
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_sweep_exits_128_plus_the_signal_and_leaves_no_kernel_files(tmp_path, sig, code):
+    """Ctrl-C or SIGTERM mid-run: exit 130 or 143, no kernel connection file (it holds the kernel's HMAC key) or
+    kernel folder left in the temporary folder, no process left, nothing stored."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "NBDEMO_RESULTS": str(tmp_path / "results"),
+           "TMPDIR": str(tmp), "PYTHONPATH": str(Path(sweep.__file__).parent.parent)}
+    p = subprocess.Popen([sys.executable, "-m", "nbdemo.cli", "sweep", "MLI-7", "--seeds", "0", "-p", "steps",
+                          "1000000", "--workers", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 120
+    while not list(tmp.rglob("kernel*.json")) and not list(tmp.glob("tmp*.json")) and time.time() < deadline:
+        time.sleep(0.5)
+    assert time.time() < deadline, "no kernel started"
+    time.sleep(5)  # inside the notebook's training
+    family = psutil.Process(p.pid).children(recursive=True)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == code and "interrupted" in err and "Traceback" not in err, err[-3000:]
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive
+    assert not list(tmp.glob("tmp*.json")) and not list(tmp.rglob("nbdemo-kernel-*")) and not list(tmp.rglob("*.json"))
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_failing_notebook_is_reported_by_the_sweep_alone(tmp_path):
+    """A notebook that raises: the sweep's own line, not Dask's `Compute Failed` and worker traceback."""
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "NBDEMO_RESULTS": str(tmp_path / "results"),
+           "PYTHONPATH": str(Path(sweep.__file__).parent.parent)}
+    r = subprocess.run([sys.executable, "-m", "nbdemo.cli", "sweep", "PCB-1", "--seeds", "0", "-p", "n_per_class",
+                        "100000", "--workers", "1"], env=env, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "PCB-1 seed 0: FAILED: PCB-1 stopped at cell" in out
+    assert "Compute Failed" not in out and "Traceback" not in out, out[-3000:]
