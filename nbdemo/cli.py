@@ -202,15 +202,17 @@ def main(argv=None):
 
     args = ap.parse_args(argv)
     try:
-        args.func(args)
+        with runner.sigterm_as_interrupt():
+            args.func(args)
     except (params.ParameterError, results.StoreError, runner.NotebookFailed) as e:
         print(f"nbdemo: {e}", file=sys.stderr)
         sys.exit(1 if isinstance(e, runner.NotebookFailed) else 2)
     except Damaged as e:
         print("\n".join(f"nbdemo: {err}" for err in e.args[0]), file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit("nbdemo: interrupted; notebooks/ is untouched and no partial result was kept")
+    except KeyboardInterrupt as e:  # exit 128 + the signal's number, as a shell reports a command it stopped
+        print("nbdemo: interrupted; notebooks/ is untouched and no partial result was kept", file=sys.stderr)
+        sys.exit(143 if isinstance(e, runner.Terminated) else 130)
     except BrokenPipeError:  # `nbdemo list | head`: the reader stopped reading (as the Python docs advise)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

@@ -31,6 +31,10 @@ class NotebookFailed(RuntimeError):
     """A cell of the notebook raised an error (missing data, no CUDA device, ...)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwinding like Ctrl-C (the command then exits 143, not 130)."""
+
+
 # ---------------------------------------------------------------- provenance
 
 def glued(nb, key):
@@ -58,7 +62,7 @@ def sigterm_as_interrupt():
         return
 
     def raise_interrupt(*_):
-        raise KeyboardInterrupt
+        raise Terminated
     old = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         yield
@@ -67,11 +71,18 @@ def sigterm_as_interrupt():
 
 
 def _kernel_manager():
-    """A kernel manager that talks over Unix sockets in a private folder, not over open TCP ports; returns it and
-    the folder (a TemporaryDirectory to clean up)."""
+    """A kernel manager that talks over Unix sockets in a private folder, not over open TCP ports, with its
+    connection file (which holds the kernel's key) in that folder too; returns it and the folder (a
+    TemporaryDirectory to clean up). The folder is made in $NBDEMO_KERNELS when it is set: a sweep's LocalCluster
+    points it at one folder that the sweep removes at its end, also when its workers were killed mid-run."""
     from jupyter_client.manager import KernelManager
-    sockets = tempfile.TemporaryDirectory(prefix="nbdemo-kernel-")
-    return KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets.name}/kernel"), sockets
+    sockets = tempfile.TemporaryDirectory(prefix="nbdemo-kernel-", dir=os.environ.get("NBDEMO_KERNELS") or None)
+    if len(f"{sockets.name}/kernel-1".encode()) > 107:  # the longest path of a Unix socket
+        sockets.cleanup()
+        raise NotebookFailed(f"the kernel's sockets would be in {sockets.name}, a path too long for a Unix socket; "
+                             "set TMPDIR to a shorter folder")
+    return KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets.name}/kernel",
+                         connection_file=f"{sockets.name}/kernel.json"), sockets
 
 
 @contextmanager

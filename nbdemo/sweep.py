@@ -10,6 +10,8 @@ a notebook's kernel uses (`local_workers`); `scheduler` connects to a running sc
 """
 import os
 import re
+import shutil
+import tempfile
 import time
 
 import torch
@@ -100,16 +102,20 @@ DASK_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALL
 
 def task(claim, seed, profile, overrides, commit, env, force=False):
     """One notebook run on a worker, with the values `env` ({variable: value or None}) of `DASK_VARS` in the process
-    that started the sweep; returns the run's metadata (the verdict, provenance, wall time)."""
+    that started the sweep (and NBDEMO_KERNELS); returns the run's metadata (the verdict, provenance, wall time), or
+    {"failed": why} for a notebook that raised: a value, so that Dask does not log the worker's traceback."""
     for var, value in env.items():
         if value is None:
             os.environ.pop(var, None)
         else:
             os.environ[var] = value
-    if commit and _is_page(claim, seed, profile, overrides):
-        path, meta = runner.run(claim, commit=True, log=lambda *_: None)
-    else:
-        path, meta = runner.run(claim, profile, {**overrides, "seed": seed}, force=force, log=lambda *_: None)
+    try:
+        if commit and _is_page(claim, seed, profile, overrides):
+            path, meta = runner.run(claim, commit=True, log=lambda *_: None)
+        else:
+            path, meta = runner.run(claim, profile, {**overrides, "seed": seed}, force=force, log=lambda *_: None)
+    except Exception as e:  # noqa: BLE001  reported by the sweep in one line
+        return {"failed": str(e) if isinstance(e, runner.NotebookFailed) else f"{type(e).__name__}: {e}"}
     return {**meta, "notebook": str(path)}
 
 
@@ -144,9 +150,11 @@ def _run(client, todo, profile, overrides, commit, gpu, env, log, force=False):
         done += 1
         try:
             meta = future.result()
-        except Exception as e:  # the notebook raised, or its workers kept dying: report, store nothing
+        except Exception as e:  # its workers kept dying: report, store nothing
+            meta = {"failed": str(e)}
+        if "failed" in meta:  # the notebook raised
             failed.append((claim, seed))
-            what = f"FAILED: {' '.join(str(e).split())[:300]}"
+            what = f"FAILED: {' '.join(meta['failed'].split())[:300]}"
         else:
             try:
                 results.store(claim, meta, profile, overrides)
@@ -178,12 +186,15 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, w
         return []
     env = {var: os.environ.get(var) for var in DASK_VARS}  # before a LocalCluster sets them
     cluster = _cluster(scheduler, workers, gpu)
+    # the kernels of the LocalCluster's runs, removed at the end even when the workers were killed mid-run
+    env["NBDEMO_KERNELS"] = tempfile.mkdtemp(prefix="nbdemo-sweep-") if cluster is not None else None
     try:
         with runner.sigterm_as_interrupt(), connect(scheduler, cluster, gpu) as client:
             failed, unstored = _run(client, todo, profile, overrides, commit, gpu, env, log, force)
     finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it
         if cluster is not None:
             cluster.close()
+            shutil.rmtree(env["NBDEMO_KERNELS"], ignore_errors=True)
     problems = ([f"{len(failed)} of {len(todo)} runs failed: " + ", ".join(f"{c.id} seed {s}" for c, s in failed)]
                 if failed else []) + \
                ([f"{len(unstored)} of {len(todo)} runs could not be stored: "

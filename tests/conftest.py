@@ -1,4 +1,8 @@
 """Shared test fixtures."""
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from nbdemo import results
@@ -22,3 +26,12 @@ def _fake_meta(claim, seed, outcome=REPRODUCED, fresh=True, profile="default"):
 @pytest.fixture(scope="session")
 def fake_meta():
     return _fake_meta
+
+
+@pytest.fixture
+def short_tmpdir():
+    """An empty folder for $TMPDIR of a command under test, with a short path: a kernel's Unix sockets live under
+    it, and a socket's path may not be longer than 107 bytes (pytest's tmp_path is long already)."""
+    folder = Path(tempfile.mkdtemp(prefix="nbd-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

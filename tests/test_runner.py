@@ -238,9 +238,9 @@ def _has_child(pid):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_run_leaves_nothing_behind(tmp_path, sig):
-    before = _snapshot()
-    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path)}
+def test_interrupted_run_leaves_nothing_behind(tmp_path, short_tmpdir, sig):
+    before = _snapshot()  # $TMPDIR: where the kernel's connection file goes; it must be gone too
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path), "TMPDIR": str(short_tmpdir)}
     # Ctrl-C as in a terminal. A shell starts a background job with SIGINT ignored, and a CI job may run the
     # tests as one: the child would inherit that.
     p = subprocess.Popen(NBDEMO + ["run", "TFD-1", "-p", "steps", "100000"], env=env, stdout=subprocess.PIPE,
@@ -252,8 +252,9 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, sig):
     time.sleep(15)  # well inside the notebook's training
     p.send_signal(sig)
     _, err = p.communicate(timeout=120)
-    assert p.returncode != 0 and "interrupted" in err
+    assert p.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig] and "interrupted" in err
     assert not [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert not [f for f in short_tmpdir.rglob("*") if f.suffix == ".json" or f.name.startswith("nbdemo-kernel-")]
     assert _snapshot() == before
 
 

@@ -138,11 +138,11 @@ def test_gpu_on_a_scheduler_without_a_gpu_worker_is_refused_not_left_waiting(clu
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_an_interrupted_sweep_exits_128_plus_the_signal_and_leaves_no_kernel_files(tmp_path, sig, code):
+def test_an_interrupted_sweep_exits_128_plus_the_signal_and_leaves_no_kernel_files(tmp_path, short_tmpdir, sig,
+                                                                                   code):
     """Ctrl-C or SIGTERM mid-run: exit 130 or 143, no kernel connection file (it holds the kernel's HMAC key) or
     kernel folder left in the temporary folder, no process left, nothing stored."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short_tmpdir
     env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "NBDEMO_RESULTS": str(tmp_path / "results"),
            "TMPDIR": str(tmp), "PYTHONPATH": str(Path(sweep.__file__).parent.parent)}
     p = subprocess.Popen([sys.executable, "-m", "nbdemo.cli", "sweep", "MLI-7", "--seeds", "0", "-p", "steps",
@@ -151,7 +151,7 @@ def test_an_interrupted_sweep_exits_128_plus_the_signal_and_leaves_no_kernel_fil
     deadline = time.time() + 120
     while not list(tmp.rglob("kernel*.json")) and not list(tmp.glob("tmp*.json")) and time.time() < deadline:
         time.sleep(0.5)
-    assert time.time() < deadline, "no kernel started"
+    assert time.time() < deadline, f"no kernel started: {sorted(map(str, tmp.rglob('*')))} {p.poll()}"
     time.sleep(5)  # inside the notebook's training
     family = psutil.Process(p.pid).children(recursive=True)
     p.send_signal(sig)
