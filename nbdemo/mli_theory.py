@@ -56,6 +56,7 @@ def homogeneous_bounds(WT, bT, *, r, delta, eps):
     α4 = (1+δ)^(1/(r−1)) (R_max/r)^(1/(r−1)): the loss decreases strictly on [α4, 1].
     R_i = Δ_i / W_ii(T)^r over the classes other than the top-bias one; W_max = max_i W_ii(T).
     Also returns alpha2_lead = R_min^(1/(r−1)), the leading order of α2 as δ → 0.
+    Without a bias gap (Δ_min = 0, e.g. the untrained model) Assumption 1 fails: α1 = inf and α2 = 0, no plateau.
     """
     k = len(bT)
     top, gaps = bias_gaps(bT)
@@ -64,7 +65,7 @@ def homogeneous_bounds(WT, bT, *, r, delta, eps):
     p = 1 / (r - 1)
     return dict(top=top, delta_min=float(gaps.min()), delta_max=float(gaps.max()), W_max=float(w.max()),
                 R_min=float(R.min()), R_max=float(R.max()),
-                alpha1=delta / float(gaps.min()),
+                alpha1=delta / float(gaps.min()) if gaps.min() > 0 else math.inf,
                 alpha2=(1 + math.sqrt(delta)) ** (-r * p) * float(R.min()) ** p,
                 alpha2_lead=float(R.min()) ** p,
                 alpha3=eps ** (1 / r) / float(w.max()),
@@ -90,6 +91,7 @@ def fcn_bounds(V0, VT, bT, *, eps, x_norm=1.0, rebalance=True):
     after rebalancing if `rebalance` (see the module's docstring); 'delta_as_trained' is δ before it.
     α1 = δ/Δ_min, α2 = (1+√δ)^(−r/(r−1)) (Δ_min / (2 V_max^r))^(1/(r−1)), α3 = ε^(1/r)/V_max, and the
     theorem's condition δ < delta_limit = min(ε^(1/r)/r, 1/r², (2e)^(−2/(r−2))).
+    Without a bias gap (Δ_min = 0) Assumption 1 fails: α1 = inf and α2 = 0, an empty interval.
     """
     r = len(V0)
     s0, sT = spectral_norms(V0), spectral_norms(VT)
@@ -102,8 +104,9 @@ def fcn_bounds(V0, VT, bT, *, eps, x_norm=1.0, rebalance=True):
     _, gaps = bias_gaps(bT)
     dmin, p = float(gaps.min()), 1 / (r - 1)
     return dict(r=r, delta=delta, delta_as_trained=as_trained, V_max=vmax, delta_min=dmin, delta_max=float(gaps.max()),
-                alpha1=delta / dmin,
-                alpha2=(1 + math.sqrt(delta)) ** (-r * p) * math.exp(p * (math.log(dmin / 2) - r * math.log(vmax))),
+                alpha1=delta / dmin if dmin > 0 else math.inf,
+                alpha2=(1 + math.sqrt(delta)) ** (-r * p) * math.exp(p * (math.log(dmin / 2) - r * math.log(vmax)))
+                if dmin > 0 else 0.0,
                 alpha3=eps ** (1 / r) / vmax,
                 delta_limit=min(eps ** (1 / r) / r, 1 / r ** 2, (2 * math.e) ** (-2 / (r - 2))))
 

@@ -1,7 +1,8 @@
+import pytest
 import torch
 
-from nbdemo.claims import Verdict
 from nbdemo.mli import check_grows
+from nbdemo.verdict import Verdict
 
 
 def lengths(*means):
@@ -12,7 +13,9 @@ def test_check_grows_needs_every_step_longer_than_the_resolution():
     def ok(*means):
         v = Verdict("MLI-4")
         summary = lengths(*means)
-        check_grows(v, summary, list(summary), "error", resolution=0.02)
+        check_grows(v, summary, list(summary), "error", resolution=0.02, where="Fig. 6")
+        row, = v.rows
+        assert row["value"] == pytest.approx([b - a for a, b in zip(means, means[1:])])  # the differences decide
         return v.outcome == "REPRODUCED"
 
     assert ok(0.0, 0.1, 0.2, 0.3)

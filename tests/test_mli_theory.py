@@ -107,3 +107,12 @@ def test_easy_function_values_of_the_paper():
     assert f(math.sqrt(3) / 4, -0.25) == pytest.approx(-49 / 96)
     theta, r = torch.tensor([0.3, 2.0, -1.2], dtype=torch.float64), torch.tensor([0.5, 1.0, 1.7], dtype=torch.float64)
     assert torch.allclose(mt.easy_function(r * theta.cos(), r * theta.sin()), mt.h_polar(theta, r))
+
+
+def test_bounds_without_a_bias_gap_are_an_empty_interval():
+    # the untrained model (equal biases) breaks Assumption 1: no plateau is predicted, and nothing divides by zero
+    out = mt.homogeneous_bounds(torch.eye(3, 5) * 0.5, torch.zeros(3), r=3, delta=0.1, eps=0.05)
+    assert out["alpha1"] == math.inf and out["alpha2"] == 0
+    V = [torch.eye(4) * 0.5 for _ in range(3)]
+    out = mt.fcn_bounds(V, V, torch.zeros(4), eps=0.1)
+    assert out["alpha1"] == math.inf and out["alpha2"] == 0
