@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from nbdemo.metrics.mli import (chord_gap, class_losses, interpolate, interpolated_state, learning_steps,
-                                max_rise, plateau)
+                                max_rise, output_bias_gap, plateau, trend_test)
 from nbdemo.models import MLP
 
 
@@ -137,11 +137,43 @@ def test_a_dip_shorter_than_hold_does_not_end_the_plateau():
     assert plateau(alphas, error, loss, 10, eps=0.05, hold=4)["error_end"] == pytest.approx(0.55)
 
 
-def test_a_rise_of_the_loss_does_not_end_the_plateau():
+def test_a_rise_of_the_loss_within_the_bias_gap_does_not_end_the_plateau():
     alphas = torch.linspace(0, 1, 11)
-    loss = math.log(3) + torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, -0.1, -1.0, -1.0, -1.0, -1.0])  # ≤ log k + αΔ
-    p = plateau(alphas, torch.zeros(11), loss, 3, eps=0.05)
+    loss = math.log(3) + torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, -0.1, -1.0, -1.0, -1.0, -1.0])  # log k + α·1
+    p = plateau(alphas, torch.zeros(11), loss, 3, eps=0.05, delta_max=1.0)
     assert (p["loss_start"], p["loss_end"]) == pytest.approx((0.0, 0.5))
+    # without a bias gap (Δ_max = 0) the band is log k ± eps: the rise leaves it after one grid point
+    assert plateau(alphas, torch.zeros(11), loss, 3, eps=0.05)["loss_end"] == pytest.approx(0.0)
+
+
+def test_a_descent_from_above_log_k_is_not_a_plateau():
+    # a standard init: the loss starts far above log k and falls through the band in one grid step
+    alphas = torch.linspace(0, 1, 11)
+    loss = torch.tensor([4.5, 3.8, 3.1, 2.31, 1.6, 1.0, 0.6, 0.3, 0.1, 0.05, 0.0])
+    p = plateau(alphas, torch.zeros(11), loss, 10, eps=0.05 * math.log(10), delta_max=0.5)
+    assert (p["loss_start"], p["loss_end"], p["loss_len"]) == pytest.approx((0.3, 0.3, 0.0))
+
+
+def test_output_bias_gap():
+    from nbdemo.models import MLP
+    net = MLP(4, 8, 3, 3)  # a bias in every layer: the output layer's counts
+    state = {k: v.clone() for k, v in net.state_dict().items()}
+    state["linears.2.bias"] = torch.tensor([0.5, -1.0, 2.0])
+    state["linears.0.bias"] = torch.tensor([9.0] * 8)
+    assert output_bias_gap(net, state) == pytest.approx(3.0)
+    assert output_bias_gap(MLP(4, 8, 3, 3, bias="none"), MLP(4, 8, 3, 3, bias="none").state_dict()) == 0.0
+
+
+def test_trend_test():
+    rho, p = trend_test([torch.tensor([0.0, 0.1]), torch.tensor([0.2, 0.3]), torch.tensor([0.4, 0.5])])
+    assert rho == pytest.approx(16 / (4 * math.sqrt(17.5)))  # positions tie within a group: average ranks
+    assert p < 0.05 and p >= 1 / 10_001
+    rho, p = trend_test([torch.tensor([0.5, 0.4]), torch.tensor([0.3, 0.2]), torch.tensor([0.1, 0.0])])
+    assert rho < 0 and p > 0.9
+    rho, p = trend_test([torch.zeros(3), torch.zeros(3)])
+    assert math.isnan(rho) and p == 1.0
+    assert trend_test([torch.tensor([0.0, 0.2]), torch.tensor([0.1, 0.3])]) == trend_test(
+        [torch.tensor([0.0, 0.2]), torch.tensor([0.1, 0.3])])  # seeded
 
 
 def test_a_drop_in_the_last_grid_points_ends_the_plateau_there():

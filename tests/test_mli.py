@@ -1,27 +1,29 @@
 import pytest
 import torch
 
-from nbdemo.mli import check_grows
+from nbdemo.mli import check_trend
 from nbdemo.verdict import Verdict
 
 
-def lengths(*means):
-    return {f"s{i}": {"error_len": torch.tensor([m, m])} for i, m in enumerate(means)}
+def lengths(*groups):
+    return {f"s{i}": {"error_len": torch.tensor(g, dtype=torch.float64)} for i, g in enumerate(groups)}
 
 
-def test_check_grows_needs_every_step_longer_than_the_resolution():
-    def ok(*means):
+def test_check_trend_asks_for_a_longer_plateau_along_the_sweep():
+    def ok(*groups):
         v = Verdict("MLI-4")
-        summary = lengths(*means)
-        check_grows(v, summary, list(summary), "error", resolution=0.02, where="Fig. 6")
-        row, = v.rows
-        assert row["value"] == pytest.approx([b - a for a, b in zip(means, means[1:])])  # the differences decide
+        summary = lengths(*groups)
+        check_trend(v, summary, list(summary), "error", where="Fig. 6")
+        check, note = v.rows
+        assert note["kind"] == "note" and note["value"] == pytest.approx(sum(groups[-1]) / 3 - sum(groups[0]) / 3, abs=1e-5)
         return v.outcome == "REPRODUCED"
 
-    assert ok(0.0, 0.1, 0.2, 0.3)
-    assert not ok(0.1, 0.1, 0.1, 0.1)  # a flat sweep
-    assert not ok(0.0, 0.01, 0.2, 0.3)  # one step within the grid's resolution
-    assert not ok(0.0, 0.3, 0.2, 0.4)  # not monotone
+    assert ok([0.0, 0.01, 0.02], [0.1, 0.11, 0.12], [0.2, 0.21, 0.22], [0.3, 0.31, 0.32])
+    # two settings without a plateau, then a long one: a trend, though one step is below any grid's resolution
+    assert ok([0.0, 0.02, 0.0], [0.0, 0.0, 0.02], [0.04, 0.06, 0.02], [0.3, 0.26, 0.34])
+    assert not ok([0.1] * 3, [0.1] * 3, [0.1] * 3, [0.1] * 3)  # a flat sweep
+    assert not ok([0.3, 0.31, 0.32], [0.2, 0.21, 0.22], [0.1, 0.11, 0.12], [0.0, 0.01, 0.02])  # the other way
+    assert not ok([0.0, 0.3, 0.1], [0.2, 0.0, 0.3], [0.1, 0.2, 0.0], [0.3, 0.1, 0.2])  # no order
 
 
 def test_mli_notebooks_have_no_control_characters():

@@ -110,16 +110,27 @@ def _plateau_run(alphas, high, hold):
     return float(alphas[first]), float(alphas[last])
 
 
-def plateau(alphas, error, loss, k, *, eps, tol=0.01, hold=3):
+def output_bias_gap(model, state):
+    """Δ_max of Theorem 1 (paper 003, l.17) for the net `model` with parameters `state`: its largest output bias
+    minus its smallest (the output layer is the last Linear/Conv layer); 0 for a net without an output bias."""
+    names = {m: n for n, m in model.named_modules()}
+    bias = state.get(f"{names[[m for m in model.modules() if isinstance(m, LAYERS)][-1]]}.bias")
+    return 0.0 if bias is None else float(bias.max() - bias.min())
+
+
+def plateau(alphas, error, loss, k, *, eps, delta_max=0.0, tol=0.01, hold=3):
     """The plateaus of an interpolation curve of a k-class problem.
 
     The paper never defines a plateau numerically: it reads them off the curves, as stretches where "the loss
-    and error remain high until close to the optimum" (paper 003, l.9). Theorem 1 (l.17) bounds what "high"
-    means, one-sidedly: on [α1, α2] the error is 1 − 1/k (every sample takes one class; a balanced set's error
-    cannot exceed that level by much), and on [0, α3] the loss is ≥ log k − 2eϵ but may rise up to
-    log k + αΔ_max. So a point is high when
-        error ≥ 1 − 1/k − tol    or    loss ≥ log k − eps,
-    with no upper limit: a rise of the loss above log k does not end the loss plateau.
+    and error remain high until close to the optimum" (paper 003, l.9). Theorem 1 (l.17) says what "high" is:
+    on [α1, α2] the error is 1 − 1/k (every sample takes one class; a balanced set's error cannot exceed that level
+    by much), and on [0, α3] the mean loss lies in the band [log k − 2eϵ, log k + αΔ_max + 2eϵ], which starts at
+    log k and widens upwards with the output bias gap Δ_max. So a point is on the error plateau when
+        error ≥ 1 − 1/k − tol,
+    and on the loss plateau when it lies in that band, with `eps` for 2eϵ:
+        log k − eps ≤ loss ≤ log k + α·delta_max + eps.
+    A rise of the loss that the bias gap explains does not end the loss plateau; a loss above the band, such as
+    the descent of a net whose initial loss starts well above log k (a standard init), is not on it.
     "Remain high" is about where the curve leaves the level for good, so the plateau runs from the first high
     point to the last high point before the curve is low at `hold` consecutive grid points (or the grid ends).
     A dip of fewer than `hold` points that returns to the level is part of the plateau. The default hold = 3
@@ -133,11 +144,40 @@ def plateau(alphas, error, loss, k, *, eps, tol=0.01, hold=3):
     """
     alphas, error, loss = (torch.as_tensor(t, dtype=torch.float64) for t in (alphas, error, loss))
     err_level, loss_level = 1 - 1 / k, math.log(k)
+    in_band = (loss >= loss_level - eps) & (loss <= loss_level + alphas * delta_max + eps)
     out = dict(error_level=err_level, loss_level=loss_level)
-    for name, high in (("error", error >= err_level - tol), ("loss", loss >= loss_level - eps)):
+    for name, high in (("error", error >= err_level - tol), ("loss", in_band)):
         start, end = _plateau_run(alphas, high, hold)
         out.update({f"{name}_start": start, f"{name}_end": end, f"{name}_len": 0.0 if math.isnan(start) else end - start})
     return out
+
+
+def _ranks(x):
+    """Ranks 1…n of the numbers in x, ties given their average rank."""
+    less, equal = (x[:, None] > x[None, :]).sum(1), (x[:, None] == x[None, :]).sum(1)
+    return (less + (equal + 1) / 2).double()
+
+
+def trend_test(groups, *, n_perm=10_000, seed=0):
+    """Spearman's rank correlation between each value's group position and the value, over all values, and its
+    one-sided permutation p-value for a positive trend.
+
+    groups: a list of 1-d tensors, the values of each setting in the order of the hypothesised increase.
+    Returns (rho, p): p = (1 + #{permutations with rho ≥ observed}) / (1 + n_perm), with the values permuted among
+    all positions (a seeded generator, so it is deterministic). rho is NaN and p is 1 when every value is equal.
+    """
+    x = torch.cat([torch.as_tensor(g, dtype=torch.float64).flatten() for g in groups])
+    pos = torch.cat([torch.full((len(g),), float(i)) for i, g in enumerate(groups)]).double()
+    rx, rp = _ranks(x), _ranks(pos)
+    if rx.std() == 0:
+        return math.nan, 1.0
+    rx, rp = rx - rx.mean(), rp - rp.mean()
+    scale = rx.norm() * rp.norm()
+    rho = float(rx @ rp / scale)
+    gen = torch.Generator().manual_seed(seed)
+    perms = torch.argsort(torch.rand(n_perm, len(x), generator=gen), dim=1)
+    null = (rx[perms] @ rp) / scale
+    return rho, float((1 + (null >= rho - 1e-12).sum()) / (1 + n_perm))
 
 
 def max_rise(curve):
