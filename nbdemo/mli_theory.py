@@ -165,3 +165,20 @@ def easy_function(x, y):
     rho2 = x * x + y * y
     rho = rho2.sqrt()
     return torch.where(rho2 > 0, (1 - y / (3 * rho.clamp_min(1e-300))) * (rho2 ** 2 - 2 * rho2), 0.0)
+
+
+def easy_line(r, beta, alphas):
+    """Prop. 5's interpolation curve of Eq. 3 (app. A.2, l.57): γ(α) = f((1−α) x0, (1−α) y0 − α), from
+    (x0, y0) = (r sin β, r cos β) to the minimiser (0, −1). r and β broadcast together; α runs along a new leading
+    axis: (len(alphas), *shape)."""
+    r = torch.as_tensor(r, dtype=alphas.dtype, device=alphas.device)
+    beta = torch.as_tensor(beta, dtype=alphas.dtype, device=alphas.device)
+    r, beta = torch.broadcast_tensors(r, beta)
+    a = alphas.reshape(-1, *[1] * r.dim())
+    return easy_function((1 - a) * r * beta.sin(), (1 - a) * r * beta.cos() - a)
+
+
+def rise(curves, dim=0):
+    """Prop. 5's statistic along `dim`: the largest γ(α2) − γ(α1) over α1 < α2, i.e. the largest increase over the
+    running minimum; 0 exactly when the curve never increases on the grid."""
+    return (curves - curves.cummin(dim).values).amax(dim)

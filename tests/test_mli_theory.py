@@ -116,3 +116,34 @@ def test_bounds_without_a_bias_gap_are_an_empty_interval():
     V = [torch.eye(4) * 0.5 for _ in range(3)]
     out = mt.fcn_bounds(V, V, torch.zeros(4), eps=0.1)
     assert out["alpha1"] == math.inf and out["alpha2"] == 0
+
+
+def test_easy_line_values_of_the_paper():
+    # Prop. 5's proof at r = 1, beta = pi/3: start (sin b, cos b) with f = -5/6, midpoint -49/96, end (0, -1) at -4/3
+    alphas = torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64)
+    g = mt.easy_line(1.0, math.pi / 3, alphas)
+    assert g.tolist() == pytest.approx([-5 / 6, -49 / 96, -4 / 3])
+    # broadcasting: (alpha, r, beta), and the curve for -beta is the mirror image's, the same
+    r, beta = torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([-0.5, 0.5], dtype=torch.float64)
+    g = mt.easy_line(r[:, None], beta[None], alphas)
+    assert g.shape == (3, 2, 2) and torch.allclose(g[..., 0], g[..., 1])
+    assert g[-1].flatten().tolist() == pytest.approx([-4 / 3] * 4)
+
+
+def test_rise():
+    c = torch.tensor([[3.0, 1.0, 2.0, 0.0, 5.0], [4.0, 3.0, 2.0, 1.0, 0.0]], dtype=torch.float64)
+    assert mt.rise(c, dim=1).tolist() == [5.0, 0.0]  # 5 - 0, and a decreasing curve
+    assert mt.rise(c.T).tolist() == [5.0, 0.0]
+    # from (0, 1) straight down through the origin: -2/3 at the start, 0 at the origin, so a rise of 2/3
+    down = mt.easy_line(1.0, 0.0, torch.linspace(0, 1, 101, dtype=torch.float64))
+    assert mt.rise(down).item() == pytest.approx(2 / 3)
+
+
+def test_prop5_at_the_edge_angle_fails_beyond_the_unit_circle():
+    # |beta| = pi/3: the rise is above 5/32 at r = 1, below it from r = 1.963 on, and the curve is monotone beyond
+    # r = 45.12 (where its largest slope reaches 0)
+    alphas = torch.linspace(0, 1, 10001, dtype=torch.float64)
+    out = mt.rise(mt.easy_line(torch.tensor([1.0, 1.95, 1.98, 44.0, 46.0, 60.0]), math.pi / 3, alphas)).tolist()
+    assert out[0] == pytest.approx(0.3354, abs=1e-4)
+    assert out[1] > 5 / 32 > out[2]
+    assert out[3] > 0 and out[4] == out[5] == 0
