@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
-# System packages: Debian's offline Fashion-MNIST, Chromium for the browser test of the book, and MathJax, which the
-# book serves itself so that its maths renders offline.
+# System packages: Debian's offline Fashion-MNIST, Chromium for the browser test of the book, MathJax, which the
+# book serves itself so that its maths renders offline, and openssl, whose certificates the TLS cluster test makes.
 system:
 ifeq ($(ROOT_APT),yes)
 	@missing=""; \
@@ -25,6 +25,7 @@ ifeq ($(ROOT_APT),yes)
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	[ -f /usr/share/javascript/mathjax/MathJax.js ] || missing="$$missing libjs-mathjax"; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 else
 	@[ -d /usr/share/datasets/fashion-mnist ] || echo "note: install Debian's dataset-fashion-mnist (as root) for offline Fashion-MNIST"

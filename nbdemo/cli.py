@@ -107,7 +107,7 @@ def cmd_run(args):
 
 
 def cmd_sweep(args):
-    from .sweep import parse_seeds, sweep
+    from .sweep import parse_seeds, sweep, tls
     claims = [c for c in CLAIMS.values() if args.profile in params.profiles(c)] if args.all else args.claims
     if args.all and not claims:
         raise params.ParameterError(f"no claim has a profile {args.profile!r}")
@@ -130,7 +130,8 @@ def cmd_sweep(args):
         print(f"{len(stale)} stored runs are stale")
         sys.exit(1 if stale else 0)
     sweep(claims, parse_seeds(" ".join(args.seeds)), args.profile, overrides, scheduler=args.scheduler,
-          workers=args.workers, commit=args.commit, gpu=args.gpu, force=args.force)
+          security=tls(args.security) if args.security else None, workers=args.workers, commit=args.commit,
+          gpu=args.gpu, force=args.force)
     for c in claims:
         s = evidence.assess(c, args.profile) if not overrides else results.summary(c, args.profile, overrides)
         print(f"{c.id:8} {s['headline']:15} {s['reproduced']} of {s['n']} seeds reproduce")
@@ -179,8 +180,11 @@ def main(argv=None):
     p.add_argument("--seeds", nargs="+", default=["0-4"], help="seeds as a list or ranges: 0-4, 0 1 2, 0,3,7 "
                                                                 "(at most 1,000 runs of claims x seeds)")
     profile_args(p)
-    p.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://HOST:PORT (default: a "
-                                       "LocalCluster here); one that does not answer within 10 s is refused")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://HOST:PORT or tls://HOST:PORT "
+                                       "(default: a LocalCluster here); one that does not answer within 10 s is "
+                                       "refused")
+    p.add_argument("--security", metavar="CA,CERT,KEY", help="for a tls:// scheduler: PEM files of the CA's "
+                   "certificate, a certificate it signed and its key (default: Dask's config distributed.comm.tls.*)")
     p.add_argument("--workers", type=at_least_1, help="workers of the LocalCluster (default: cores / threads per "
                                                       "notebook)")
     p.add_argument("--commit", action="store_true", help="the default-profile run of each notebook's own seed "

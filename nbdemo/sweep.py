@@ -6,7 +6,9 @@ whose worker dies, so loses only the runs in flight: Dask hands a dead worker's 
 of the same sweep runs only the seeds that are missing or stale.
 
 By default the tasks run on a `LocalCluster` of single-threaded worker processes, one per set of the threads that
-a notebook's kernel uses (`local_workers`); `scheduler` connects to a running scheduler instead (`dask scheduler` and `dask worker`, or dask-jobqueue on SLURM: see the README).
+a notebook's kernel uses (`local_workers`); `scheduler` connects to a running scheduler instead (`dask scheduler`
+and `dask worker`, or dask-jobqueue on SLURM: see the README), a tls:// one with `security` (a Dask `Security`, or
+Dask's config `distributed.comm.tls.*`).
 """
 import os
 import re
@@ -15,7 +17,7 @@ import tempfile
 import time
 
 import torch
-from distributed import Client, LocalCluster, as_completed
+from distributed import Client, LocalCluster, Security, as_completed
 
 from . import params, results, runner
 from .claims import Claim, get
@@ -43,9 +45,36 @@ def parse_seeds(text):
     return sorted(set().union(*ranges))
 
 
-def check_request(claims, seeds, scheduler=None, gpu=False):
-    """Refuse, before anything is planned or started, a sweep that is too big, an address that is not one, and
-    --gpu on a LocalCluster of a machine where torch sees no GPU (its runs would wait for good)."""
+def tls(text):
+    """--security "CA,CERT,KEY" -> the `Security` of a client of a tls:// scheduler, from three PEM files: the CA's
+    certificate, a certificate that CA signed, and its key (checked by `check_request`)."""
+    files = text.split(",")
+    if len(files) != 3 or not all(files):
+        raise params.ParameterError(f"--security {text!r}: give CA,CERT,KEY, three PEM files (the CA's certificate, "
+                                    "a certificate it signed and its key), e.g. ca.pem,node.pem,node.key")
+    ca, cert, key = files
+    return Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+
+
+def _check_tls(scheduler, security):
+    """Refuse a tls:// scheduler when neither `security` nor Dask's config names the CA's certificate and this
+    client's, or one of its files is missing, unreadable, not PEM, or a key that is not the certificate's."""
+    for f in (security.tls_ca_file, security.tls_client_cert, security.tls_client_key):
+        if f and "\n" not in f and not os.path.isfile(f):  # a file's name, not the PEM text itself
+            raise params.ParameterError(f"--scheduler {scheduler}: no certificate or key file {f!r}")
+    try:
+        context = security.get_connection_args("client")["ssl_context"]  # reads the files
+    except OSError as e:  # ssl.SSLError is one
+        raise params.ParameterError(f"--scheduler {scheduler}: its certificate files are refused: {e}") from None
+    if context is None:
+        raise params.ParameterError(f"--scheduler {scheduler}: give --security CA,CERT,KEY (or set "
+                                    "distributed.comm.tls.ca-file, .client.cert and .client.key in Dask's config)")
+
+
+def check_request(claims, seeds, scheduler=None, gpu=False, security=None):
+    """Refuse, before anything is planned or started, a sweep that is too big, an address that is not one, --gpu on
+    a LocalCluster of a machine where torch sees no GPU (its runs would wait for good), `security` without a tls://
+    scheduler, and a tls:// scheduler without certificate files that can be read."""
     if len(claims) * len(seeds) > MAX_RUNS:
         raise params.ParameterError(f"{len(claims) * len(seeds):,} runs ({len(claims)} claims x {len(seeds)} seeds); "
                                     f"a sweep runs at most {MAX_RUNS:,} (split it into several sweeps)")
@@ -56,13 +85,19 @@ def check_request(claims, seeds, scheduler=None, gpu=False):
     if gpu and not scheduler and not torch.cuda.is_available():
         raise params.ParameterError("--gpu: torch sees no CUDA device here, so no worker of the LocalCluster has a GPU; "
                                     "give --scheduler of a cluster whose workers have --resources GPU=1")
+    is_tls = (scheduler or "").startswith("tls://")
+    if security is not None and security.tls_ca_file and not is_tls:  # (an empty Security is no TLS)
+        raise params.ParameterError("--security is for a scheduler started with --protocol tls: "
+                                    "give --scheduler tls://HOST:PORT")
+    if is_tls:
+        _check_tls(scheduler, security or Security())  # Security(): Dask's config
 
 
-def connect(scheduler, cluster, gpu):
+def connect(scheduler, cluster, gpu, security=None):
     """A Client of the scheduler (or of the LocalCluster); a scheduler that does not answer within CONNECT_TIMEOUT
-    seconds, or has no GPU worker for --gpu, is refused in one line."""
+    seconds (or refuses the client's certificate), or has no GPU worker for --gpu, is refused in one line."""
     try:
-        client = Client(scheduler or cluster, timeout=CONNECT_TIMEOUT)
+        client = Client(scheduler or cluster, timeout=CONNECT_TIMEOUT, security=security)
     except OSError as e:
         raise params.ParameterError(f"cannot connect to {scheduler} within {CONNECT_TIMEOUT} s: "
                                     f"{' '.join(str(e).split())[:200]}") from None
@@ -169,16 +204,18 @@ def _run(client, todo, profile, overrides, commit, gpu, env, log, force=False):
     return failed, unstored
 
 
-def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, workers=None, commit=False, gpu=False,
-          force=False, log=print):
+def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, security=None, workers=None,
+          commit=False, gpu=False, force=False, log=print):
     """Run what is missing or stale of claims × seeds on Dask; store each run as it finishes.
 
     claims: `Claim`s or their ids (an entry point: ids are looked up here, once). Returns the list of runs started,
     as (Claim, seed). workers: of the LocalCluster (default `local_workers()`); gpu: each task asks its worker for the
-    resource GPU=1 (workers started with `--resources GPU=1`); force: step counts over `params.MAX_STEPS` too."""
+    resource GPU=1 (workers started with `--resources GPU=1`); force: step counts over `params.MAX_STEPS` too;
+    security: the `Security` of a tls:// scheduler (`tls`, or a dask-jobqueue cluster's `.security`; default: Dask's
+    config)."""
     claims = [c if isinstance(c, Claim) else get(c) for c in claims]
     overrides = overrides or {}
-    check_request(claims, seeds, scheduler, gpu)
+    check_request(claims, seeds, scheduler, gpu, security)
     todo = plan(claims, seeds, profile, overrides, commit, force)
     if not todo:
         log(f"nothing to run: {len(claims)} claims x {len(seeds)} seeds are stored and fresh in "
@@ -189,7 +226,7 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, w
     # the kernels of the LocalCluster's runs, removed at the end even when the workers were killed mid-run
     env["NBDEMO_KERNELS"] = tempfile.mkdtemp(prefix="nbdemo-sweep-") if cluster is not None else None
     try:
-        with runner.sigterm_as_interrupt(), connect(scheduler, cluster, gpu) as client:
+        with runner.sigterm_as_interrupt(), connect(scheduler, cluster, gpu, security) as client:
             failed, unstored = _run(client, todo, profile, overrides, commit, gpu, env, log, force)
     finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it
         if cluster is not None:

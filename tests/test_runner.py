@@ -21,6 +21,7 @@ from nbdemo.train import History
 WITH_NOTEBOOK = [c for c in CLAIMS.values() if c.notebook.exists()]
 TFD1, PCB1, PFC4 = CLAIMS["TFD-1"], CLAIMS["PCB-1"], CLAIMS["PFC-4"]
 NBDEMO = [sys.executable, "-m", "nbdemo.cli"]
+PEM = str(ROOT / "README.md")  # a file that exists, and is no certificate
 
 
 def test_every_notebook_and_profile_belongs_to_a_registered_claim():
@@ -147,6 +148,16 @@ REFUSED = [  # (arguments, what the one line of stderr must say); every case run
     (["sweep", "MLI-7", "--scheduler", "bogus://x"], "--scheduler 'bogus://x': give tcp://HOST:PORT"),
     (["sweep", "MLI-7", "--scheduler", "tcp://127.0.0.1:notaport"], "--scheduler 'tcp://127.0.0.1:notaport'"),
     (["sweep", "MLI-7", "--scheduler", "tcp://127.0.0.1:99999"], "--scheduler 'tcp://127.0.0.1:99999'"),
+    (["sweep", "MLI-7", "--security", f"{PEM},{PEM},{PEM}"], "--security is for a scheduler started with --protocol"),
+    (["sweep", "MLI-7", "--scheduler", "tcp://127.0.0.1:8786", "--security", f"{PEM},{PEM},{PEM}"],
+     "--security is for a scheduler started with --protocol tls: give --scheduler tls://HOST:PORT"),
+    (["sweep", "MLI-7", "--scheduler", "tls://127.0.0.1:8786", "--security", "ca.pem,node.pem"],
+     "--security 'ca.pem,node.pem': give CA,CERT,KEY"),
+    (["sweep", "MLI-7", "--scheduler", "tls://127.0.0.1:8786", "--security", f"{PEM},nosuch.pem,{PEM}"],
+     "--scheduler tls://127.0.0.1:8786: no certificate or key file 'nosuch.pem'"),
+    (["sweep", "MLI-7", "--scheduler", "tls://127.0.0.1:8786", "--security", f"{PEM},{PEM},{PEM}"],
+     "--scheduler tls://127.0.0.1:8786: its certificate files are refused: [X509"),
+    (["sweep", "MLI-7", "--scheduler", "tls://127.0.0.1:8786"], "tls://127.0.0.1:8786: give --security CA,CERT,KEY"),
     (["sweep", "--all", "--stale", "--profile", "nosuch"], "no claim has a profile 'nosuch'"),
     (["sweep", "MLI-7", "--stale", "--profile", "nosuch"], "MLI-7 has no profile 'nosuch'"),
     (["bench", "--repeats", "0"], "argument --repeats: 0 is not an integer >= 1"),

@@ -1,9 +1,13 @@
-"""Sweeps on a real Dask scheduler with two worker processes on localhost: every run stored once and whole, a killed
-worker costing only its run in flight, and a complete sweep starting no run.
+"""Sweeps on a real Dask scheduler with two worker processes on localhost, started by the README's command lines:
+every run stored once and whole, a killed worker costing only its run in flight, a complete sweep starting no run,
+nothing listening beyond loopback, and the same over TLS.
 
 The runs are MLI-7 (the r-homogeneous model, a few seconds each) with fewer steps than the default profile."""
+import contextlib
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -11,42 +15,75 @@ import threading
 import time
 from pathlib import Path
 
+import dask
 import nbformat
 import psutil
 import pytest
 import torch
 
-from nbdemo import params, results, runner, sweep
+from nbdemo import cli, params, results, runner, sweep
 from nbdemo.claims import CLAIMS, OUTCOMES
 
-DASK = str(Path(sys.executable).with_name("dask"))
 CLAIM, SMALL = CLAIMS["MLI-7"], {"steps": 200}
+README = Path(__file__).parent.parent / "README.md"
+SECURITY = "ca.pem,node.pem,node.key"  # the README's certificate files, in the folder its commands run in
 
 
-@pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    """A `dask scheduler` and two single-threaded `dask worker` processes, one under a nanny (which sets
-    OMP_NUM_THREADS=1 for its worker) and one without (a killed worker stays dead)."""
-    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
-    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "OMP_WAIT_POLICY": "PASSIVE"}
-    file = tmp_path / "scheduler.json"
-    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                               "--scheduler-file", str(file)], env=env, stderr=subprocess.DEVNULL)]
-    deadline = time.time() + 60
-    while not file.exists() and time.time() < deadline:
-        time.sleep(0.2)
-    address = json.loads(file.read_text())["address"]
-    workers = [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1",
-                                 *nanny], env=env, stderr=subprocess.DEVNULL) for nanny in ([], ["--no-nanny"])]
-    procs += workers
+def readme_commands(start, port=8786):
+    """The README's command lines that begin with `start` (`openssl`, `.venv/bin/dask worker`, ...), in its order,
+    as argument lists that run here: $HEAD and $NODE are 127.0.0.1, the scheduler's port 8786 is `port` (0: any free
+    one), the dashboard's 8787 any free one, and .venv/bin/ this interpreter's folder."""
+    text = README.read_text().replace("\\\n", " ")
+    return [[str(Path(sys.executable).with_name(Path(a[0]).name)) if a[0].startswith(".venv/bin/") else a[0], *a[1:]]
+            for a in (shlex.split(line.replace("$HEAD", "127.0.0.1").replace("$NODE", "127.0.0.1")
+                                  .replace("8786", str(port)).replace("8787", "0"), comments=True)
+                      for line in re.findall(rf"^{re.escape(start)} .*", text, re.M))]
+
+
+@contextlib.contextmanager
+def readme_cluster(folder, protocol="tcp", workers=([], ["--no-nanny"])):
+    """A `dask scheduler` and `dask worker`s started in `folder` by the README's command lines for `protocol` (tcp,
+    or tls with the certificate files in `folder`), one worker per entry of `workers` (extra arguments). Yields the
+    scheduler's address and the processes, the scheduler's first; all are killed at the end."""
+    def readme(start, port):
+        return next(a for a in readme_commands(start, port) if (protocol == "tls") == any("tls" in x for x in a))
+    env = {**os.environ, "NBDEMO_BUILD": str(folder / "build"), "OMP_WAIT_POLICY": "PASSIVE"}
+    file = folder / "scheduler.json"
+    procs = [subprocess.Popen(readme(".venv/bin/dask scheduler", 0) + ["--scheduler-file", str(file)], cwd=folder,
+                              env=env, stderr=subprocess.DEVNULL)]
     try:
-        yield address, workers
+        deadline = time.time() + 60
+        while not file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        assert file.exists(), "the README's `dask scheduler` wrote no scheduler file within 60 s"
+        address = json.loads(file.read_text())["address"]
+        port = int(address.rsplit(":", 1)[1])
+        procs += [subprocess.Popen(readme(".venv/bin/dask worker", port) + extra, cwd=folder, env=env,
+                                   stderr=subprocess.DEVNULL) for extra in workers]
+        yield address, procs
     finally:
         for p in procs:
             for child in psutil.Process(p.pid).children(recursive=True) if p.poll() is None else []:
                 child.kill()
             p.kill()
             p.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """A `dask scheduler` and two single-threaded `dask worker` processes, as the README starts them, one under a
+    nanny (which sets OMP_NUM_THREADS=1 for its worker) and one without (a killed worker stays dead)."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    with readme_cluster(tmp_path) as (address, procs):
+        yield address, procs[1:]
+
+
+def make_certificates(folder):
+    """The README's CA, certificate and key, made by its openssl lines in `folder`."""
+    folder.mkdir(exist_ok=True)
+    for argv in readme_commands("openssl"):
+        subprocess.run(argv, cwd=folder, check=True, capture_output=True, timeout=60)
+    return folder
 
 
 def _stored():
@@ -172,3 +209,48 @@ def test_a_failing_notebook_is_reported_by_the_sweep_alone(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 1 and "PCB-1 seed 0: FAILED: PCB-1 stopped at cell" in out
     assert "Compute Failed" not in out and "Traceback" not in out, out[-3000:]
+
+
+def _listening(procs):
+    """(ip, port) of every listening socket of these processes and of their children (a nanny's worker)."""
+    return {c.laddr for p in procs for q in [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)]
+            for c in q.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+
+
+@pytest.mark.parametrize("protocol", ["tcp", "tls"])
+def test_the_readmes_cluster_listens_on_loopback_only(tmp_path, monkeypatch, protocol):
+    """Started by the README's lines, the scheduler and the workers (one under a nanny) serve Dask and HTTP (the
+    dashboards, /metrics) on 127.0.0.1 alone: nothing on 0.0.0.0 or ::."""
+    monkeypatch.chdir(make_certificates(tmp_path) if protocol == "tls" else tmp_path)
+    with readme_cluster(tmp_path, protocol) as (address, procs):
+        with sweep.connect(address, None, False, sweep.tls(SECURITY) if protocol == "tls" else None) as client:
+            client.wait_for_workers(2, timeout=90)
+            info = client.scheduler_info()
+        http = {info["services"]["dashboard"]} | {w["services"]["dashboard"] for w in info["workers"].values()}
+        listening = _listening(procs)
+    assert address.startswith(f"{protocol}://127.0.0.1:") and len(http) == 3
+    assert {ip for ip, _ in listening} == {"127.0.0.1"} and http <= {port for _, port in listening}, listening
+
+
+def test_a_sweep_runs_over_tls_as_the_readme_says_and_a_stranger_is_refused(tmp_path, monkeypatch):
+    """The README's `nbdemo sweep ... --scheduler tls://... --security ...` (of MLI-7, one seed, few steps; the real
+    command line, in this process) runs and stores its run; Dask's config serves instead of --security; a
+    certificate that another CA signed is refused in one line."""
+    monkeypatch.chdir(make_certificates(tmp_path))
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    with readme_cluster(tmp_path, "tls", workers=([],)) as (address, _):
+        line = next(a for a in readme_commands(".venv/bin/nbdemo sweep", address.rsplit(":", 1)[1]) if SECURITY in a)
+        options = line[line.index("--scheduler"):][:4]
+        assert options == ["--scheduler", address, "--security", SECURITY]
+        cli.main(["sweep", CLAIM.id, "--seeds", "0", "-p", "steps", str(SMALL["steps"]), *options])  # SystemExit if not
+        assert list(_stored()) == ["0"]
+        with dask.config.set({"distributed.comm.tls.ca-file": "ca.pem", "distributed.comm.tls.client.cert": "node.pem",
+                              "distributed.comm.tls.client.key": "node.key"}):
+            sweep.check_request([CLAIM], [0], address)
+            with sweep.connect(address, None, False) as client:
+                assert client.submit(sum, [1, 2]).result(timeout=60) == 3
+        stranger = make_certificates(tmp_path / "stranger")
+        t0 = time.time()
+        with pytest.raises(params.ParameterError, match=f"cannot connect to {address} within 10 s"):
+            sweep.connect(address, None, False, sweep.tls(",".join(str(stranger / f) for f in SECURITY.split(","))))
+        assert time.time() - t0 < 30
