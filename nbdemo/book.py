@@ -64,7 +64,7 @@ def stage(done, profile):
             nb = book_notebook(nb, nb.metadata["nbdemo"])
             nbformat.write(nb, src / "claims" / f"{claim.id}-{other}.ipynb")
             others.append((other, f"{claim.id}-{other}", nb.metadata["nbdemo"]))
-        nb = book_notebook(nbformat.read(path, as_version=4), meta, seeds_box(summaries.get(claim), others, meta))
+        nb = book_notebook(nbformat.read(path, as_version=4), meta, seeds_box(claim, summaries.get(claim), others, meta))
         nb.cells.insert(2, rerun_box(claim))
         nbformat.write(nb, src / "claims" / f"{claim.id}.ipynb")
         sections[claim] = [{"file": f"claims/{claim.id}", **({"sections": [{"file": f"claims/{doc}"} for _, doc, _ in others]}

@@ -73,7 +73,35 @@ def control_cell(s):
     return badge(c["headline"]) + (" (control reproduces!)" if c["headline"] == "REPRODUCED" else "")
 
 
-DASHBOARD = ["Claim", "Over seeds", "Reproduced", "Control", "Seed 0", "Runtime", "Title", "Paper figure"]
+DASHBOARD = ["Claim", "Over seeds", "Reproduced", "Control", "Setting", "Seed 0", "Runtime", "Title", "Paper figure"]
+
+
+def departures(claim):
+    """How the default profile departs from the paper's settings: ["width 64 (paper 1024)", ...] over the parameters
+    that the `paper` profile sets; None for a claim without a paper profile."""
+    paper = params.profiles(claim).get("paper")
+    if paper is None:
+        return None
+    default = params.defaults(claim)
+    return [f"{k} {default[k]} (paper {v})" for k, v in paper.items() if k in default and default[k] != v]
+
+
+def setting_word(claim):
+    """The dashboard's Setting cell: whether the default profile is the paper's setting or a substitute for it."""
+    d = departures(claim)
+    return "no paper profile" if d is None else "substitute" if d else "the paper's"
+
+
+def setting_text(claim):
+    """The claim page's sentence on the setting its outcome comes from."""
+    d = departures(claim)
+    if d is None:
+        return "**Setting:** the default profile; the claim has no paper profile to compare it with."
+    if not d:
+        return "**Setting:** the default profile sets every parameter of the paper's profile as the paper does."
+    return ("**Setting: a substitute.** The outcomes here come from the default profile, which departs from the "
+            f"paper's settings (the `paper` profile) in: {'; '.join(text(x) for x in d)}. A result of a substitute "
+            "setting is not a result about the paper's own.")
 
 
 def dashboard(done, profile, summaries):
@@ -86,11 +114,14 @@ def dashboard(done, profile, summaries):
         else:
             link, seed0 = c.id, "not reproduced yet"
         rows.append([link, over_seeds(s) if s else "no sweep yet", f"{s['reproduced']} of {s['n']} seeds" if s else "",
-                     control_cell(s), seed0, f"{s['wall_s']:.0f} s" if s else "", text(c.title), text(c.figure)])
+                     control_cell(s), setting_word(c), seed0, f"{s['wall_s']:.0f} s" if s else "", text(c.title),
+                     text(c.figure)])
     head = (f"Each claim runs over seeds in the `{profile}` profile. {results.RULE} A run is INCONCLUSIVE when one of "
             "its requirements fails (the run did not reach the regime the claim is about), otherwise REPRODUCED "
             f"when every check holds, otherwise NOT REPRODUCED. {evidence.RULE} *Control* is the outcome of the "
-            "claim's negative control over the same seeds, which must not reproduce. *Seed 0* is the outcome "
+            "claim's negative control over the same seeds, which must not reproduce. *Setting* says whether the default "
+            "profile is the paper's setting or a substitute for it (the claim's page lists how it departs). *Seed 0* is "
+            "the outcome "
             "of the run shown on the claim's page; *runtime* is the median over the seeds, one run at a time on "
             "the 2-core machine.\n\n")
     return head + table(DASHBOARD, rows, "dashboard") + "\n"
@@ -205,9 +236,9 @@ def control_text(s):
     return f"**Negative control** (profile `control`): {readable(decl['about'])} {runs}{useless}"
 
 
-def seeds_box(s, others, meta):
-    """The box that opens a claim page: the outcome over seeds and per seed, which seed the page shows, the control,
-    and per row its threshold, source, pass counts, statistic over seeds and flip point."""
+def seeds_box(claim, s, others, meta):
+    """The box that opens a claim page: the outcome over seeds and per seed, the setting it comes from, which seed
+    the page shows, the control, and per row its threshold, source, pass counts, statistic over seeds and flip point."""
     if not s:
         body = "No sweep over seeds is stored for this claim yet (`nbdemo sweep CLAIM --seeds 0-4`)."
     else:
@@ -221,6 +252,7 @@ def seeds_box(s, others, meta):
     if meta["verdict"]:
         body += (f"\n\nThe run on this page is seed {meta['parameters'].get('seed')} of the `{meta['profile']}` "
                  f"profile: {badge(meta['verdict']['outcome'])}.")
+    body += f"\n\n{setting_text(claim)}"
     if others:
         body += "\n\nOther profiles: " + ", ".join(
             f"{{doc}}`{p} <{doc}>` ({badge(m['verdict']['outcome']) if m['verdict'] else 'no verdict'}, "

@@ -188,10 +188,11 @@ def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
         claim = CLAIMS[id_]
         if claim in done:
             page = done[claim][1]["verdict"]["outcome"]
-            assert cells[4] == page and colours[-1] == COLOURS[page], id_
+            assert cells[5] == page and colours[-1] == COLOURS[page], id_
             assert href and local_path(href) == index.parent / "claims" / f"{id_}.html", id_
         else:
-            assert cells[4] == "not reproduced yet" and href is None, id_
+            assert cells[5] == "not reproduced yet" and href is None, id_
+        assert cells[4] == generated.setting_word(claim), id_
         if claim in swept:
             headline, k, stale = swept[claim]
             marks = ["stale"] * bool(stale) + ["uninformative check"] * (headline == I)
@@ -224,6 +225,9 @@ def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
             assert per_row["claim"][5] == "3 of 5 (uninformative)" and per_row["claim"][7] == "1 → NOT REPRODUCED"
             assert "The seeds alone give REPRODUCED" in box.text and "a synthetic control" in box.text
         assert ("Stale seeds" in box.text) == bool(stale), claim.id
+        departs = generated.departures(claim)
+        assert ("Setting: a substitute" in box.text) == bool(departs), claim.id
+        assert all(d.split()[0] in box.text for d in departs or []), claim.id
     others = [c for c in done if c not in swept]
     if others:
         visit(browser, (index.parent / "claims" / f"{others[0].id}.html").as_uri())
