@@ -70,22 +70,13 @@ def test_committed_results_hold_the_seed_0_page_and_are_fresh(claim):
         f"{c}: the committed notebook is not the stored seed-0 run"
 
 
-# Claims whose notebooks still print the verdict of `claims.Verdict`, without sources or a control: their conversion
-# (commit b43e228, reverted until its seeds and controls are rerun) is the rest of the evidence issue. The list may
-# only shrink.
-LEGACY = {f"MLI-{i}" for i in range(1, 10)}
-
-
 @pytest.mark.parametrize("claim", CLAIMS.values(), ids=lambda c: c.id)
 def test_committed_results_carry_their_evidence(claim):
     """Every stored requirement and check has its statistic, comparison and source; every claim declares a negative
     control (or why it has none) whose runs cover the claim's seeds and are fresh; every stored run names the commit
     that holds its code (no +dirty)."""
     c = claim.id
-    uses = "from nbdemo.verdict import" in "".join(fingerprint.code_cells(claim))
-    assert uses != (c in LEGACY), f"{c}: {'uses' if uses else 'does not use'} nbdemo.verdict; update LEGACY"
-    if c in LEGACY:
-        return
+    assert "from nbdemo.verdict import" in "".join(fingerprint.code_cells(claim)), f"{c}: use nbdemo.verdict"
     decl = evidence.control(claim)
     assert decl and decl["about"].strip(), f"{c}: declare `control:` with `control about:`, or `no control:`"
     stored = results.status(claim)
