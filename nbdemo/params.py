@@ -91,7 +91,7 @@ RULES = {  # parameter name -> (test, what is allowed): the valid range of each 
                      "linear_width", "linear_depth", "depth_regime", "depth_shallow", "downsample", "k_neighbours"),
                     COUNT),
     **dict.fromkeys(("lr", "cnn_lr", "real_lr", "lr_easy", "lr_linear", "lr_regime", "lr_whitened", "gamma",
-                     "gamma_between", "gamma_escape", "beta", "beta_regime", "delta", "eps", "plateau_eps",
+                     "gamma_between", "gamma_escape", "beta", "beta_regime", "delta", "eps",
                      "whiten_eps", "zca_eps", "learned_loss", "amplify_factor"), RATE),
     **dict.fromkeys(("weight_decay", "lam", "lam_W", "sigma"), NONNEGATIVE),
     **dict.fromkeys(("depths", "widths", "layers", "projections", "cnn_channels"), _each(COUNT)),
