@@ -175,6 +175,19 @@ def test_every_image_loaded_and_every_figure_shown(built, pages):
         assert len(pages[html / "claims" / f"{claim.id}.html"][2]) >= figures, claim.id
 
 
+def test_every_plot_is_a_numbered_figure_with_a_caption(built, browser):
+    """A plot on a claim page is a figure with its number and caption (the `mystnb.figure` metadata of the cell that
+    draws it), so that the prose can refer to it and a reader knows what it shows."""
+    html, bare = built[0].parent, {}
+    for claim in built[1]:
+        visit(browser, (html / "claims" / f"{claim.id}.html").as_uri())
+        if n := browser.execute_script("""return [...document.querySelectorAll('.cell_output img')].filter(i => {
+                const caption = i.closest('figure')?.querySelector('figcaption');
+                return !(caption?.querySelector('.caption-number') && caption.innerText.trim().length > 40);}).length;"""):
+            bare[claim.id] = n
+    assert not bare
+
+
 def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
     index, done, swept = built
     visit(browser, index.as_uri())
