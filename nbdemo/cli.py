@@ -6,7 +6,7 @@ import re
 import shutil
 import sys
 
-from . import evidence, params, resolve_device, results, runner
+from . import datacheck, evidence, params, resolve_device, results, runner
 from .claims import CLAIMS
 
 
@@ -208,7 +208,7 @@ def main(argv=None):
     try:
         with runner.sigterm_as_interrupt():
             args.func(args)
-    except (params.ParameterError, results.StoreError, runner.NotebookFailed) as e:
+    except (params.ParameterError, results.StoreError, runner.NotebookFailed, datacheck.BadData) as e:
         print(f"nbdemo: {e}", file=sys.stderr)
         sys.exit(1 if isinstance(e, runner.NotebookFailed) else 2)
     except Damaged as e:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import fingerprint
+from . import datacheck, fingerprint
 from .claims import PROVENANCE_KEY, ROOT, VERDICT_KEY, describe
 from .params import ParameterError, resolve
 
@@ -190,6 +190,8 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
         raise ParameterError("--commit writes notebooks/ and takes the default profile only, with no -p overrides")
     if kernel is not None and kernel.nbdemo_dry_run != dry_run:
         raise ValueError(f"this shared kernel was started with dry_run={kernel.nbdemo_dry_run}")
+    if not dry_run:
+        datacheck.ensure(full)  # a damaged dataset file is refused before a kernel starts
     built = output_path(claim, profile, changed, dry_run)
     out, failed = claim.notebook if commit else built, built.with_suffix(".failed.ipynb")
     out.parent.mkdir(parents=True, exist_ok=True)

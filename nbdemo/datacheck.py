@@ -1,0 +1,82 @@
+"""Raw dataset files checked before a run reads them: each file's size and SHA-256 against the values below, for
+the system copy and the cache alike. The cache is filled atomically from a copy that passed, and a cached file that
+fails is removed, never kept.
+
+`nbdemo run` and `sweep` call `ensure` before the notebook's kernel starts (`runner.run`), so a damaged copy is
+refused in one line that names the file and says how to get a good one, before any work. The loaders in `data.py`
+then read the checked cache. A notebook executed outside nbdemo (Jupyter, plain papermill, nbval) reads through
+`data.py` alone, which does not check yet: `data.py` is part of every claim's fingerprint, so the check moves there
+with the next rerun of all claims.
+"""
+import gzip
+import hashlib
+import os
+import shutil
+import zlib
+
+from .data import DataUnavailable, data_root, system_fashion_mnist
+
+# Fashion-MNIST's four files as IDX (decompressed): (bytes, SHA-256). Their headers give 60,000 and 10,000 images
+# of 28x28 (16-byte header) and as many labels (8-byte header), the sizes of Zalando's release; the hashes are those
+# of Debian's dataset-fashion-mnist (2020), the copy every stored result of this book was computed from.
+FASHION_MNIST = {
+    "train-images-idx3-ubyte": (47040016, "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"),
+    "train-labels-idx1-ubyte": (60008, "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"),
+    "t10k-images-idx3-ubyte": (7840016, "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"),
+    "t10k-labels-idx1-ubyte": (10008, "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"),
+}
+GOOD_COPY = ("install Debian's copy (`sudo apt-get install --reinstall dataset-fashion-mnist`), or unset "
+             "$NBDEMO_FASHION_MNIST_DIR to use it")
+
+
+class BadData(DataUnavailable):
+    """A raw dataset file is not the file it should be (truncated, corrupted, another dataset)."""
+
+
+def problem(path, size, sha256):
+    """What is wrong with a file against its size and SHA-256, or None when it is the right file."""
+    actual = path.stat().st_size
+    if actual != size:
+        return f"{actual:,} bytes, not {size:,}"
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return None if h.hexdigest() == sha256 else f"SHA-256 {h.hexdigest()[:12]}…, not {sha256[:12]}…"
+
+
+def ensure_fashion_mnist(root=None):
+    """Leave in `root/FashionMNIST/raw` only files that pass, decompressed from the system copy where the cache
+    lacks them. A file that is in neither place is left to `data.py` (torchvision's download checks its own MD5)."""
+    raw, src = data_root(root) / "FashionMNIST" / "raw", system_fashion_mnist()
+    for name, (size, sha256) in FASHION_MNIST.items():
+        cached, gz = raw / name, src / f"{name}.gz"
+        if cached.exists():
+            if not (wrong := problem(cached, size, sha256)):
+                continue
+            cached.unlink()  # never keep a damaged file: the next run would read it
+            if not gz.exists():
+                raise BadData(f"{cached} was damaged ({wrong}) and has been removed; {GOOD_COPY}, or let "
+                              f"torchvision download it again on a machine with internet")
+        if not gz.exists():
+            continue
+        raw.mkdir(parents=True, exist_ok=True)
+        tmp = raw / f".{name}.{os.getpid()}.partial"  # one per process: sweep workers may check at once
+        try:
+            try:
+                with gzip.open(gz) as fin, open(tmp, "wb") as fout:
+                    shutil.copyfileobj(fin, fout)
+            except (EOFError, OSError, zlib.error) as e:
+                raise BadData(f"{gz} is not a whole gzip file ({type(e).__name__}: {e}); {GOOD_COPY}") from None
+            if wrong := problem(tmp, size, sha256):
+                raise BadData(f"{gz} holds the wrong data ({wrong} decompressed); {GOOD_COPY}")
+            tmp.replace(cached)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def ensure(parameters, root=None):
+    """Check the raw files of every dataset a run's parameters name (Fashion-MNIST: the only one read from files
+    that this machine may hold; MNIST-1D is generated, the others are torchvision downloads with their own MD5)."""
+    if "fashion-mnist" in parameters.values():
+        ensure_fashion_mnist(root)
