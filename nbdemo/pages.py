@@ -361,7 +361,8 @@ def provenance_cell(meta):
              f"- parameters {params}",
              f"- commit `{meta['commit']}`, started {meta['started']}, wall time {meta['wall_s']} s",
              f"- device `{p.get('device')}`" + (f" ({p['gpu']})" if p.get("gpu") else "") +
-             f", torch {p.get('torch')}, python {p.get('python')}, {p.get('threads')} threads"]
+             f", torch {p.get('torch')}, python {p.get('python')}, {p.get('threads')} threads"
+             + (f", CPU {p['cpu']}" if p.get("cpu") else "")]
     return nbformat.v4.new_markdown_cell("```{admonition} Provenance of this run\n" + "\n".join(lines) + "\n```")
 
 

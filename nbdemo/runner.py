@@ -211,10 +211,12 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
                 raise NotebookFailed(f"{claim.id} stopped at cell In [{e.exec_count}] with {e.ename}: {e.evalue}\n"
                                      f"the notebook as executed up to there: {_shown(failed)}") from e
             nb = nbformat.read(tmp, as_version=4)
+            prov = glued(nb, PROVENANCE_KEY)
             meta = {"claim": claim.id, "profile": profile, "overrides": changed, "parameters": full,
                     "dry_run": dry_run, "commit": fingerprint.git_commit(claim), "started": started,
                     "wall_s": round(time.perf_counter() - t0, 1), "fingerprint": fingerprint.of(claim, full),
-                    "provenance": glued(nb, PROVENANCE_KEY), "verdict": glued(nb, VERDICT_KEY)}
+                    "provenance": prov and {**prov, "cpu": cpu_model()},
+                    "verdict": glued(nb, VERDICT_KEY)}
             nb.metadata["nbdemo"] = meta
             atomic_write(nbformat.writes(nb), out)
             failed.unlink(missing_ok=True)
@@ -227,6 +229,19 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
     log(f"{claim.id} [{profile}{' dry run' if dry_run else ''}] {meta['wall_s']:.1f} s  "
         f"verdict: {verdict_text(meta['verdict'])}  -> {_shown(out)}")
     return out, meta
+
+
+def cpu_model():
+    """The processor and the instruction set torch's CPU kernels use on it ("AMD EPYC, AVX512"): the last digits of
+    a run may differ between processors even with the same torch and thread count."""
+    import torch
+    try:
+        name = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+        name = platform.processor() or "unknown"
+    return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
 
 
 def _shown(path):
