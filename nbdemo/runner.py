@@ -85,13 +85,21 @@ def _kernel_manager():
                          connection_file=f"{sockets.name}/kernel.json"), sockets
 
 
+# The environment of every kernel, where the user has not set these:
+# - OpenMP threads that sleep at barriers instead of spinning: on a small shared machine a spinning thread holds the
+#   core its partner needs, and torch runs many times slower (same numbers either way).
+# - torch's CPU kernels at AVX2 on every processor: with AVX-512 kernels the same seed gives other last digits (TFD-7
+#   and TFD-5 flip rows), so the committed notebooks, made with AVX2, would not reproduce under nbval where the
+#   processor has AVX-512. A processor without AVX2 still runs its own best kernels.
+KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "ATEN_CPU_CAPABILITY": "avx2"}
+
+
 @contextmanager
 def shared_kernel(dry_run=False):
     """One kernel for many runs, e.g. the dry runs of every paper profile: torch and nbdemo are imported once, and
     each notebook starts from an empty namespace (`%reset -f`). Runs on it share its dry-run setting."""
     km, sockets = _kernel_manager()
-    km.start_kernel(env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
-                         "NBDEMO_DRY_RUN": "1" if dry_run else "0"})
+    km.start_kernel(env={**KERNEL_ENV, **os.environ, "NBDEMO_DRY_RUN": "1" if dry_run else "0"})
     km.nbdemo_dry_run = dry_run
     try:
         yield km
@@ -196,9 +204,8 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
     out, failed = claim.notebook if commit else built, built.with_suffix(".failed.ipynb")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.{os.getpid()}.running.ipynb")
-    # OpenMP threads that sleep at barriers instead of spinning: on a small shared machine a spinning thread
-    # holds the core its partner needs, and torch runs many times slower (same numbers either way).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    for var, value in KERNEL_ENV.items():
+        os.environ.setdefault(var, value)
     env_before = os.environ.get("NBDEMO_DRY_RUN")
     os.environ["NBDEMO_DRY_RUN"] = "1" if dry_run else "0"
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.perf_counter()
