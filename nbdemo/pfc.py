@@ -6,11 +6,11 @@
   (l.241 of the paper's text) has none.
 - block_features: every measured block's features, collected with forward hooks that are removed after use.
 - train_fc / train_recorded / require_terminal_phase: the training run of PFC-1..4, recording every layer's metrics
-  and the training loss and error, and the verdict rows that say it reached the terminal phase; measure_layers /
-  plot_layers show the per-layer metrics; effective_depth finds the layers Conjecture 1 covers and
-  check_across_depth checks their order.
-- MUFM / UFM (Eq. 13 and its X = 0 case) with the MSE loss: the paper's plain full-batch gradient descent (a batch
-  of regulariser values at once), a converged reference solve, and the closed-form classifier W*(H).
+  and the training loss and error, and the verdict rows that say it reached the terminal phase; measure_layers
+  gives the per-layer metrics and the effective depth (`effective_depth`, the layers Conjecture 1 covers);
+  check_across_depth checks their order; terminal_phase_verdict and depth_order_verdict hold the verdict rows that
+  PFC-1..4 share; plot_layers (Fig. 3) and plot_evolution (Fig. 2) draw the metrics.
+- The MUFM and UFM of PFC-5/6 are in `nbdemo.mufm`.
 
 Layout: rows are samples. X, H are (N, d); W is (K, d); the logits are H W^T. The paper's D x N matrices are the
 transposes.
@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import DATASETS, dry_run, load
+from .data import DATASETS, load
 from .metrics.pfc import layer_metrics, relative_depth
 from .train import train
-from .verdict import ours, paper
+from .verdict import Verdict, ours, paper
 
 
 class Block(nn.Module):
@@ -242,12 +242,14 @@ def require_terminal_phase(v, hist, n):
 
 def measure_layers(feats, y):
     """Every layer's PFC metrics (`layer_metrics`) and relative position (`relative_depth`), printed one line per
-    layer. Returns (metrics, pos)."""
+    layer, and the effective depth L0 (`effective_depth`), printed after them. Returns (metrics, pos, L0)."""
     metrics, pos = layer_metrics(feats, y), relative_depth(feats)
     print("layer  position     PFC1    PFC2   PFC3")
     for l in range(len(pos)):
         print(f"{l:5d}  {pos[l]:8.3f}  {metrics['PFC1'][l]:7.4f} {metrics['PFC2'][l]:7.4f} {metrics['PFC3'][l]:6.3f}")
-    return metrics, pos
+    L0 = effective_depth(ncc_correct(metrics, len(y)), len(y))
+    print(f"effective depth: layer {L0} of {len(pos) - 1} (the first layer as NCC-accurate as the last)")
+    return metrics, pos, L0
 
 
 # Conjecture 1's three orders across depth: metric, row, comparison of each block's change with 0, line (l.190-194).
@@ -300,135 +302,96 @@ def pairs_in_order(metrics, n, L0):
     return sum(int(np.sum(holds_each(changes[name][:L0], op))) for name, _, op, _ in ORDERS)
 
 
+def terminal_phase_verdict(claim, hist, n):
+    """A Verdict for `claim` opened with the requirements that every run of PFC-1..4 shares: the training stayed
+    finite (`Verdict.require_finite`) and reached the terminal phase with an NCC-separable last layer
+    (`require_terminal_phase`, on `n` training samples)."""
+    v = Verdict(claim)
+    v.require_finite(hist)
+    require_terminal_phase(v, hist, n)
+    return v
+
+
+def depth_order_verdict(claim, hist, metrics, n):
+    """The verdict of PFC-1 and PFC-4, the order across depth at the end of training: `terminal_phase_verdict`,
+    Conjecture 1's orders on the layers' final `metrics` (`check_across_depth`), and two notes on the size of the
+    collapse, the last layer's PFC1 (0 at full collapse) and its ratio to layer 0's."""
+    v = terminal_phase_verdict(claim, hist, n)
+    check_across_depth(v, metrics, n)
+    v.note("last layer's PFC1 (0 at full collapse)", metrics["PFC1"][-1])
+    v.note("PFC1 of the last layer / of layer 0", metrics["PFC1"][-1] / metrics["PFC1"][0])
+    return v
+
+
 METRIC_TITLES = {"PFC1": "within-class variability (PFC1)", "PFC2": "distance to a simplex ETF (PFC2)",
                  "PFC3": "NCC accuracy (PFC3)"}
-METRIC_LABELS = {"PFC1": "tr(Σ_W) / tr(Σ_B)", "PFC2": "‖G/‖G‖_F − E‖_F", "PFC3": "NCC accuracy"}
+METRIC_LABELS = {"PFC1": r"$\mathrm{tr}(\Sigma_W)\,/\,\mathrm{tr}(\Sigma_B)$",
+                 "PFC2": r"$\|\widetilde{H}^{\top}\widetilde{H}\,/\,\|\widetilde{H}^{\top}\widetilde{H}\|_F - E\|_F$",
+                 "PFC3": "NCC accuracy"}
+# The one number the paper gives for a plotted metric: the last layer is NCC separable, PFC3 "collapses to 1" (l.323,
+# l.347); PFC1 and PFC2 are shown in its figures only.
+PAPER_PFC3 = dict(y=1, color="grey", ls="--", lw=0.9, label="paper: PFC3 = 1 (last layer)")
+FIGSIZE = (9, 3.2)  # three panels in the book's column (at most ~9 inches wide)
 
 
-def plot_layers(axes, pos, metrics, ts=None, curve=None, L0=None):
-    """Fig. 3 on three axes: the layers' metrics (green points) against relative position and, if given, the
-    geodesic prediction `curve` at positions `ts` (blue) and the effective depth L0 (a dotted line)."""
+def _log_axis(ax):
+    """Log scale for PFC1 with plain numbers at the ticks: every tick within a decade (where a range of less than a
+    decade has only minor ticks), else the powers of 10 and the minor ticks at 2 and 5 times them."""
+    from matplotlib.ticker import FuncFormatter
+
+    def minor(v, _):
+        lo, hi = ax.get_ylim()
+        mantissa = round(v / 10 ** np.floor(np.log10(v) + 1e-9))
+        return f"{v:.3g}" if hi / lo < 10 or mantissa in (2, 5) else ""
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+
+
+def plot_layers(pos, metrics, ts=None, curve=None, L0=None):
+    """Fig. 3 in a figure of three panels, one per metric: the layers' metrics (green points) against relative
+    position and, if given, the geodesic prediction `curve` at positions `ts` (blue), the effective depth L0 (a
+    dotted line) and the paper's PFC3 of 1 (dashed grey). PFC1 on a log scale, as in the paper. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=FIGSIZE)
     for ax, name in zip(axes, ["PFC1", "PFC2", "PFC3"]):
         if curve is not None:
             ax.plot(ts, curve[name], color="C0", label="geodesic prediction")
         ax.plot(pos, metrics[name], "o-", color="C2", ms=4, label="layers")
         if L0 is not None:
             ax.axvline(pos[L0], color="gray", ls=":", label="effective depth")
-        ax.set(xlabel="relative position", ylabel=METRIC_LABELS[name], title=METRIC_TITLES[name])
-    axes[0].set_yscale("log")
-    axes[0].legend(fontsize=8)
+        ax.set(xlabel="relative position", ylabel=METRIC_LABELS[name])
+        ax.set_title(METRIC_TITLES[name], fontsize=9)
+    _log_axis(axes[0])
+    axes[0].legend(fontsize=7)
+    paper_line = axes[2].axhline(**PAPER_PFC3)
+    axes[2].legend(handles=[paper_line], fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
-def gaussian_classes(K, d, n, seed=0):
-    """§IV-B data: n samples per class from N(mu_k, I_d), mu_k uniform on the unit sphere. Returns X (Kn, d) float64,
-    y (Kn,) with the samples grouped by class."""
-    g = torch.Generator().manual_seed(seed)
-    mu = torch.randn(K, d, generator=g, dtype=torch.float64)
-    mu /= mu.norm(dim=1, keepdim=True)
-    y = torch.arange(K).repeat_interleave(n)
-    return mu[y] + torch.randn(K * n, d, generator=g, dtype=torch.float64), y
+def plot_evolution(hist):
+    """Fig. 2 in a figure of three panels: each layer's metrics, as recorded by `train_recorded`, against the
+    training step, coloured from layer 0 (dark) to the last block (light, a colour bar), with the paper's PFC3 of 1
+    (dashed grey). PFC1 on a log scale, as in the paper. Returns the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
 
-
-def mufm_gradients(W, H, X, Y, lam_W, lam, N):
-    """Gradients (dW, dH) of the MUFM objective with the MSE loss (Eq. 13, rows layout), batched over a leading dim:
-
-        f(W, H) = ||H W^T - Y||^2 / (2N) + lam_W ||W||^2 / (2K) + lam ||H - X||^2 / (2N),   N = K n samples.
-
-    N is explicit so that the same formulas serve H, X, Y given in coordinates of an orthonormal basis (fewer rows).
-    """
-    K = Y.shape[-1]
-    R = H @ W.transpose(-1, -2) - Y
-    return R.transpose(-1, -2) @ H / N + lam_W / K * W, (R @ W + lam * (H - X)) / N
-
-
-def mufm_objective(W, H, X, Y, lam_W, lam, N):
-    """f(W, H) of `mufm_gradients`, per problem of the batch."""
-    K = Y.shape[-1]
-    return (((H @ W.transpose(-1, -2) - Y) ** 2).sum((-1, -2)) / (2 * N)
-            + lam_W / (2 * K) * (W ** 2).sum((-1, -2)) + lam / (2 * N) * ((H - X) ** 2).sum((-1, -2)))
-
-
-def mufm_h_star(W, X, Y, lam):
-    """The features minimising f for a fixed W: H = (Y W + lam X)(W^T W + lam I)^-1."""
-    A = W.transpose(-1, -2) @ W + lam * torch.eye(W.shape[-1], dtype=W.dtype, device=W.device)
-    return torch.linalg.solve(A, (Y @ W + lam * X).transpose(-1, -2)).transpose(-1, -2)
-
-
-def grad_norm(W, H, X, Y, lam_W, lam):
-    """Norm of the full gradient (W and H together) of the MUFM objective, per problem of the batch."""
-    gW, gH = mufm_gradients(W, H, X, Y, lam_W, lam, len(Y))
-    return (gW.pow(2).sum((-1, -2)) + gH.pow(2).sum((-1, -2))).sqrt()
-
-
-def _batch(X, y, lams):
-    K = int(y.max()) + 1
-    lam = torch.as_tensor(lams, dtype=X.dtype, device=X.device)[:, None, None]
-    return F.one_hot(y, K).to(X.dtype), lam, K
-
-
-def solve_mufm_gd(X, y, *, lam_W, lams, steps, lr, seed=0):
-    """Plain full-batch gradient descent on MUFM (Eq. 13, MSE loss), the paper's solver, for every value in `lams`.
-
-    X: (N, d) data shared by all problems, or (B, N, d) one per problem; X = 0 gives the UFM in the same setting
-    (feature regulariser lam ||H||^2 / (2N)). W (K, d) and H (N, d) start standard normal, the same draw for every
-    problem. Returns (W (B, K, d), H (B, N, d), grad_norm (B,)) at the last iterate.
-
-    Each update adds to H only multiples of Y W and X and right-multiplies H, so H stays in the column span of
-    [H_0, Y, X]. GD runs in an orthonormal basis U of that span (H = U T): the iterates are exactly those of GD on H,
-    at a fraction of the cost. A dry run (the runner's shape check) takes two steps.
-    """
-    steps = min(steps, 2) if dry_run() else steps
-    g = torch.Generator().manual_seed(seed)
-    N, d = X.shape[-2:]
-    Y, lam, K = _batch(X, y, lams)
-    W = torch.randn(K, d, generator=g, dtype=X.dtype).to(X.device).repeat(len(lam), 1, 1)
-    H0 = torch.randn(N, d, generator=g, dtype=X.dtype).to(X.device)
-    U = torch.linalg.qr(torch.cat([H0, Y, *X.reshape(-1, N, d)], 1)).Q
-    T, CY, CX = (U.T @ H0).repeat(len(lam), 1, 1), U.T @ Y, U.T @ X
-    for _ in range(steps):
-        gW, gT = mufm_gradients(W, T, CX, CY, lam_W, lam, N)
-        W -= lr * gW
-        T -= lr * gT
-    H = U @ T
-    return W, H, grad_norm(W, H, X, Y, lam_W, lam)
-
-
-def solve_mufm_exact(X, y, *, lam_W, lams, seed=0, iters=5000):
-    """Converged MUFM (or UFM, X = 0) solutions for every value in `lams`, a reference for the GD solver.
-
-    H is eliminated through mufm_h_star (which lies in the span of [Y, X]); the objective of W alone, K x d numbers,
-    is minimised by L-BFGS in float64, in an orthonormal basis of that span. Its gradient is the W-gradient of f at
-    H*(W) (the H-gradient vanishes there). Returns (W, H, grad_norm) as solve_mufm_gd does.
-    """
-    iters = min(iters, 2) if dry_run() else iters
-    N, d = X.shape[-2:]
-    Y, lam, K = _batch(X, y, lams)
-    U = torch.linalg.qr(torch.cat([Y, *X.reshape(-1, N, d)], 1)).Q
-    CY, CX = U.T @ Y, (U.T @ X).expand(len(lam), -1, -1)
-    W0 = torch.randn(K, d, generator=torch.Generator().manual_seed(seed), dtype=X.dtype).to(X.device)
-    Ws = []
-    for cx, lm in zip(CX, lam):
-        W = W0.clone()
-        opt = torch.optim.LBFGS([W], lr=1, max_iter=iters, tolerance_grad=1e-11, tolerance_change=1e-30,
-                                history_size=50, line_search_fn="strong_wolfe")
-
-        def closure():
-            H = mufm_h_star(W, cx, CY, lm)
-            W.grad = mufm_gradients(W, H, cx, CY, lam_W, lm, N)[0]
-            return mufm_objective(W, H, cx, CY, lam_W, lm, N)
-
-        opt.step(closure)
-        Ws.append(W)
-    W = torch.stack(Ws)
-    H = U @ mufm_h_star(W, CX, CY, lam)
-    return W, H, grad_norm(W, H, X, Y, lam_W, lam)
-
-
-def w_star(H, y, lam_W):
-    """Closed-form MSE classifier of Theorem 4, W*(H) = Y H^T (H H^T + n lam_W I)^-1 in the paper's layout,
-    i.e. Y^T H (H^T H + n lam_W I)^-1 with rows; n = samples per class (balanced). H may be batched (B, N, d)."""
-    K = int(y.max()) + 1
-    n = len(y) / K
-    Y = F.one_hot(y, K).to(H.dtype)
-    A = H.transpose(-1, -2) @ H + n * lam_W * torch.eye(H.shape[-1], dtype=H.dtype, device=H.device)
-    return torch.linalg.solve(A, H.transpose(-1, -2) @ Y).transpose(-1, -2)
+    steps = np.array(hist.steps)
+    layers = hist["PFC1"].shape[1]
+    colour = ScalarMappable(Normalize(0, layers - 1), plt.cm.viridis)
+    fig, axes = plt.subplots(1, 3, figsize=FIGSIZE, layout="constrained")
+    for ax, name in zip(axes, ["PFC1", "PFC2", "PFC3"]):
+        values = hist[name]  # (records, layers)
+        for l in range(layers):
+            ax.plot(steps, values[:, l], color=colour.to_rgba(l), lw=1.2)
+        ax.set(xlabel="step", ylabel=METRIC_LABELS[name])
+        ax.set_title(METRIC_TITLES[name], fontsize=9)
+    _log_axis(axes[0])
+    axes[2].axhline(**PAPER_PFC3)
+    axes[2].legend(fontsize=7)
+    fig.colorbar(colour, ax=axes, label="layer (0: input features)", fraction=0.03, pad=0.02)
+    return fig

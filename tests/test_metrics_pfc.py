@@ -141,12 +141,13 @@ def test_data_alignment():
     assert pfc.data_alignment(-X, X) == pytest.approx(2.0)
 
 
-# --- the MUFM / UFM solvers of nbdemo.pfc (Eq. 13, MSE loss) ---
+# --- the MUFM / UFM solvers of nbdemo.mufm (Eq. 13, MSE loss), and the ResNets' training of nbdemo.pfc ---
+from nbdemo import mufm  # noqa: E402
 from nbdemo import pfc as models  # noqa: E402
 
 
 def small_mufm(K=3, d=6, n=10):
-    X, y = models.gaussian_classes(K, d, n, seed=3)
+    X, y = mufm.gaussian_classes(K, d, n, seed=3)
     return X, y, torch.nn.functional.one_hot(y).double()
 
 
@@ -155,19 +156,19 @@ def test_closed_forms_zero_their_block_gradient():
     g = torch.Generator().manual_seed(4)
     W = torch.randn(3, 6, generator=g, dtype=torch.float64)
     H = torch.randn(30, 6, generator=g, dtype=torch.float64)
-    gW, _ = models.mufm_gradients(models.w_star(H, y, 0.05), H, X, Y, 0.05, 0.01, 30)
-    _, gH = models.mufm_gradients(W, models.mufm_h_star(W, X, Y, 0.01), X, Y, 0.05, 0.01, 30)
+    gW, _ = mufm.mufm_gradients(mufm.w_star(H, y, 0.05), H, X, Y, 0.05, 0.01, 30)
+    _, gH = mufm.mufm_gradients(W, mufm.mufm_h_star(W, X, Y, 0.01), X, Y, 0.05, 0.01, 30)
     assert float(gW.abs().max()) < 1e-12 and float(gH.abs().max()) < 1e-12
 
 
 def test_gd_in_the_reduced_basis_equals_plain_gd():
     X, y, Y = small_mufm()
-    W, H, _ = models.solve_mufm_gd(X, y, lam_W=0.05, lams=[0.01], steps=50, lr=0.5, seed=5)
+    W, H, _ = mufm.solve_mufm_gd(X, y, lam_W=0.05, lams=[0.01], steps=50, lr=0.5, seed=5)
     g = torch.Generator().manual_seed(5)  # the solver's own initial draw, then 50 plain GD steps on (W, H)
     W0 = torch.randn(3, 6, generator=g, dtype=torch.float64)
     H0 = torch.randn(30, 6, generator=g, dtype=torch.float64)
     for _ in range(50):
-        gW, gH = models.mufm_gradients(W0, H0, X, Y, 0.05, 0.01, 30)
+        gW, gH = mufm.mufm_gradients(W0, H0, X, Y, 0.05, 0.01, 30)
         W0, H0 = W0 - 0.5 * gW, H0 - 0.5 * gH
     torch.testing.assert_close(W[0], W0, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(H[0], H0, rtol=1e-10, atol=1e-10)
@@ -176,7 +177,7 @@ def test_gd_in_the_reduced_basis_equals_plain_gd():
 def test_exact_solver_converges_and_ufm_optimum_is_collapsed():
     X, y, _ = small_mufm()
     both = torch.stack([X, torch.zeros_like(X)])
-    W, H, gn = models.solve_mufm_exact(both, y, lam_W=0.05, lams=[0.01, 0.01])
+    W, H, gn = mufm.solve_mufm_exact(both, y, lam_W=0.05, lams=[0.01, 0.01])
     assert float(gn.max()) < 1e-8
     assert pfc.pfc1(H[1], y) < 1e-10 and pfc.pfc2(H[1], y) < 1e-5  # UFM: neural collapse
     assert pfc.pfc1(H[0], y) > 1e-3  # MUFM: the data keeps it from collapsing (Theorem 4)
@@ -287,3 +288,41 @@ def test_no_block_before_effective_depth_fails_the_checks():
     metrics = {"PFC1": np.array([1.0, 0.5]), "PFC2": np.array([0.9, 0.8]), "PFC3": np.array([1.0, 1.0])}
     assert models.check_across_depth(v, metrics, 100) == 0
     assert not any(r["ok"] for r in v.rows if r["kind"] == "check")
+
+
+def test_measure_layers_gives_the_effective_depth():
+    X, y = noisy_classes(K=4, D=12, n=30)
+    H, _ = simplex_etf(K=4, D=12, n=30)
+    feats = [X, X + 0.5 * (H - X), H]  # layer 0 not NCC separable, the last layer an exact ETF
+    metrics, pos, L0 = models.measure_layers(feats, y)
+    assert metrics["PFC3"][0] < 1 and metrics["PFC3"][-1] == 1.0 and pos[0] == 0 and pos[-1] == pytest.approx(1)
+    assert L0 == models.effective_depth(models.ncc_correct(metrics, len(y)), len(y)) > 0
+
+
+def test_depth_order_verdict_holds_the_rows_pfc1_and_pfc4_share():
+    n = 200
+    metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5, 0.9]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6, 0.65]),
+               "PFC3": np.array([0.9, 0.95, 0.95, 0.995, 0.995])}
+    v = models.depth_order_verdict("PFC-1", history([5, 0, 0], [1.0, 0.1, 0.05], ncc=0.995), metrics, n)
+    assert [r["name"] for r in v.rows] == [
+        "training stayed finite", "training error 0", "terminal phase: loss still falling after zero error",
+        "last layer NCC-separable: NCC error", "effective depth L0 (first layer as NCC-accurate as the last)",
+        "PFC1 decreases across depth (blocks 1..L0)", "PFC1: blocks after effective depth in order",
+        "PFC2 decreases across depth (blocks 1..L0)", "PFC2: blocks after effective depth in order",
+        "NCC-correct samples never fewer across depth (blocks 1..L0)", "PFC3: blocks after effective depth in order",
+        "last layer's PFC1 (0 at full collapse)", "PFC1 of the last layer / of layer 0"]
+    assert v.rows[-1]["value"] == pytest.approx(0.3) and v.outcome == "REPRODUCED"
+    assert [r["name"] for r in models.terminal_phase_verdict("PFC-2", history([5, 0, 0], [1, 0.1, 0.05]), n).rows] \
+        == [r["name"] for r in v.rows[:4]]
+
+
+def test_the_figures_fit_the_book_column_with_labels_and_the_papers_pfc3():
+    metrics = {"PFC1": np.array([3.0, 2.0, 1.0]), "PFC2": np.array([0.9, 0.8, 0.7]), "PFC3": np.array([0.9, 0.95, 1.0])}
+    h = history([5, 0, 0], [1.0, 0.1, 0.05])
+    for name, values in metrics.items():
+        h.records[name] = [values * (1 + 0.1 * s) for s in range(3)]
+    for fig in [models.plot_layers(np.array([0, 0.4, 1]), metrics, L0=2), models.plot_evolution(h)]:
+        panels = [ax for ax in fig.axes if ax.get_xlabel() != ""][:3]
+        assert fig.get_size_inches()[0] <= 9 and len(panels) == 3 and all(ax.get_ylabel() for ax in panels)
+        paper_lines = [l for l in panels[2].get_lines() if l.get_label().startswith("paper:")]
+        assert len(paper_lines) == 1 and list(paper_lines[0].get_ydata()) == [1, 1]
