@@ -171,14 +171,17 @@ def atomic_write(text, path):
 
 
 def run_name(profile="default", overrides=None, dry_run=False):
-    """The folder name of a profile with overrides: `default`, `paper`, `default-seed=3-steps=100`, `dry-run`. A value
-    longer than 32 characters is named by a hash of it (`init=#3f9a0c1b2d4e`), so that a name fits a file system."""
+    """The folder name of a profile with overrides: `default`, `paper`, `default-seed=3-steps=100`, `dry-run`. So that
+    a name fits a file system, a value longer than 32 characters is named by a hash of it (`init=#3f9a0c1b2d4e`), and
+    overrides that together take more than 160 characters by a hash of them all (`paper-#0c1b2d4e3f9a`); the
+    executed notebook's metadata holds every value."""
     def shown(v):
         text = str(v).replace("/", "_").replace(" ", "")
         return text if len(text) <= 32 else "#" + hashlib.sha256(str(v).encode()).hexdigest()[:12]
     name = "dry-run" if dry_run else profile
     if overrides:
-        name += "-" + "-".join(f"{k}={shown(v)}" for k, v in sorted(overrides.items()))
+        tail = "-".join(f"{k}={shown(v)}" for k, v in sorted(overrides.items()))
+        name += "-" + (tail if len(tail) <= 160 else "#" + hashlib.sha256(tail.encode()).hexdigest()[:12])
     return name
 
 

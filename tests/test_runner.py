@@ -318,6 +318,9 @@ def test_long_values_are_hashed_in_run_names():
     a, b = (runner.run_name("default", {"init": c * 300, "steps": 5}) for c in "ab")
     assert a != b and len(a) < 80 and a.startswith("default-init=#") and a.endswith("-steps=5")
     assert runner.run_name("default", {"steps": 5}) == "default-steps=5"
+    many = {f"conv{i}_channels": 2 ** i for i in range(40)}  # a profile that sets many parameters (st-VGG's)
+    a, b = runner.run_name("paper", many), runner.run_name("paper", {**many, "conv0_channels": 3})
+    assert a != b and len(a) < 80 and a.startswith("paper-#")
 
 
 def test_an_unreachable_scheduler_is_reported_in_one_line_within_40_s(tmp_path):
