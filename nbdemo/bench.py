@@ -149,7 +149,7 @@ def _fmnist(device):
     return load("fashion-mnist", n_per_class=200, device=device)
 
 
-def _pcb5_images(device):  # PCB-5's CNN data: T-shirt vs shirt, 500 each, 14x14
+def _tshirt_shirt(device):  # PCB-5's data: T-shirt vs shirt, 500 each, 14x14
     X, y = load("fashion-mnist", classes=[0, 6], n_per_class=500, flatten=False, device=device)
     return F.avg_pool2d(X, 2), y
 
@@ -161,7 +161,7 @@ ENSEMBLES = {
     "ReLU MLP 3x64, full batch": (lambda: MLP(784, 64, 3, 10, bias="none"), _fmnist, None, 0.01, "mse"),
     "ReLU MLP 10x64, batch 100": (lambda: MLP(784, 64, 10, 10, bias="none"), _fmnist, 100, 0.01, "mse"),
     "FC ResNet 10x128, batch 128": (lambda: FCResNet(784, 128, 10, 10), _fmnist, 128, 0.01, "ce"),
-    "CNN (PCB-5), batch 100": (lambda: SmallVGG((1, 14, 14), (8, 16), 32, 2), _pcb5_images, 100, 0.1, "ce"),
+    "small CNN 8/16 channels, batch 100": (lambda: SmallVGG((1, 14, 14), (8, 16), 32, 2), _tshirt_shirt, 100, 0.1, "ce"),
     "MLP 9x128 + BatchNorm, batch 100": (lambda: MLP(784, 128, 9, 10, norm="bn"), _fmnist, 100, 0.1, "ce"),
 }
 
