@@ -36,7 +36,7 @@ def readable(s):
     "Fig. 7"): a reader can follow a section, equation or figure, not a line."""
     for pattern, by in LINE_REFS:
         s = re.sub(pattern, by, s)
-    return s
+    return re.sub(r"\s*\(\s*\)", "", s)  # "(l.170, l.178)" leaves "()"
 
 
 def text(s):

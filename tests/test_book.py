@@ -377,6 +377,8 @@ def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
     assert not found
     assert generated.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
         "peaks (§3.3), then falls: Fig. 2a (Fig. 7)"
+    assert generated.readable("'learned in the first phase' (l.170, l.178): not already") == \
+        "'learned in the first phase': not already"
 
 
 def test_claim_pages_say_how_to_rerun_them(built, browser):
