@@ -4,9 +4,10 @@ BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 # OpenMP threads sleep at barriers rather than spin: on 2 shared cores spinning slows torch many times over.
 export OMP_WAIT_POLICY ?= PASSIVE
-# torch's CPU kernels at AVX2 on every processor, as nbdemo.runner.KERNEL_ENV sets for runs: AVX-512 kernels change
-# the last digits of a seed, and nbval compares the committed notebooks' printed verdicts digit by digit.
+# torch's and oneDNN's CPU kernels at AVX2 on every processor, as nbdemo.runner.KERNEL_ENV sets for runs: AVX-512
+# kernels change the last digits of a seed, and nbval compares the committed notebooks' printed verdicts digit by digit.
 export ATEN_CPU_CAPABILITY ?= avx2
+export ONEDNN_MAX_CPU_ISA ?= AVX2
 ROOT_APT := $(shell [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo yes)
 
 .PHONY: setup system book test publish clean
