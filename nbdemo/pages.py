@@ -316,6 +316,12 @@ def finding_cells(done):
     return found
 
 
+def glued_from(claim, source):
+    """A claim's markdown with its glue roles pointing at the claim's page (`{glue:text}`x:.3g`` reads
+    `{glue:text}`claims/PFC-5.ipynb::x:.3g``), so that a cell copied onto another page shows the run's numbers."""
+    return re.sub(r"(\{glue(?::\w+)?\}`)(?![^`]*::)", rf"\1claims/{claim.id}.ipynb::", source)
+
+
 def findings(done, summaries):
     """The Findings page, by kind of finding: the cells each notebook tags `finding` with `finding-false`,
     `finding-substitute` or `finding-inconclusive`, then the claims whose headline over seeds is not REPRODUCED."""
@@ -323,7 +329,7 @@ def findings(done, summaries):
              "(cells tagged `finding`), grouped by the kind of finding, and then every claim whose outcome over seeds "
              f"(of at least {results.MIN_SEEDS}) is not REPRODUCED.\n"]
     found = finding_cells(done)
-    cells = {kind: [(f"### {claim.id}: {claim.title}\n\n{readable(cell.source)}\n\n"
+    cells = {kind: [(f"### {claim.id}: {claim.title}\n\n{glued_from(claim, readable(cell.source))}\n\n"
                      f"See {{doc}}`the notebook <claims/{claim.id}>`.\n") for claim, cell in found[kind]]
              for kind in found}
     other = cells.pop(None)

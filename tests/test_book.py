@@ -377,6 +377,8 @@ def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
     assert not found
     assert generated.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
         "peaks (§3.3), then falls: Fig. 2a (Fig. 7)"
+    assert generated.glued_from(CLAIMS["PFC-5"], "norm {glue:text}`gd:.2g`, {glue}`claims/PFC-6.ipynb::x`") == \
+        "norm {glue:text}`claims/PFC-5.ipynb::gd:.2g`, {glue}`claims/PFC-6.ipynb::x`"  # a finding copied elsewhere
     assert generated.readable("'learned in the first phase' (l.170, l.178): not already") == \
         "'learned in the first phase': not already"
 
