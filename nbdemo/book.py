@@ -11,7 +11,7 @@ import yaml
 
 from . import evidence, params, results, runner
 from .claims import CLAIMS, PAPERS, ROOT
-from .pages import book_notebook, chapter, citation, dashboard, findings, rerun_box, seeds_box, summary, urls
+from .pages import book_notebook, chapter, citation, dashboard, findings, relabel, rerun_box, seeds_box, summary, urls
 
 BOOK = ROOT / "book"
 STATIC = ["_config.yml", "intro.md", "references.bib"] + [f"{p.lower()}.md" for p in PAPERS]
@@ -61,7 +61,7 @@ def stage(done, profile):
         others = []
         for other, nb_path in other_profiles(claim):
             nb = nbformat.read(nb_path, as_version=4)
-            nb = book_notebook(nb, nb.metadata["nbdemo"])
+            nb = book_notebook(relabel(nb, other), nb.metadata["nbdemo"])
             nbformat.write(nb, src / "claims" / f"{claim.id}-{other}.ipynb")
             others.append((other, f"{claim.id}-{other}", nb.metadata["nbdemo"]))
         nb = book_notebook(nbformat.read(path, as_version=4), meta, seeds_box(claim, summaries.get(claim), others, meta))

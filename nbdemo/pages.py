@@ -292,6 +292,21 @@ def book_notebook(nb, meta, box=None):
     return nb
 
 
+def relabel(nb, suffix):
+    """The notebook with its figures' names, and the references to them, ending in `-<suffix>`: another profile's
+    run of a claim is a second page of the same notebook, and Sphinx wants each label once in the book."""
+    figures = [fig for cell in nb.cells if "name" in (fig := cell.metadata.get("mystnb", {}).get("figure", {}))]
+    if not figures:
+        return nb
+    names = "|".join(re.escape(fig["name"]) for fig in figures)
+    for fig in figures:
+        fig["name"] += f"-{suffix}"
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = re.sub(rf"(?<=[<`])({names})(?=[>`])", rf"\1-{suffix}", cell.source)
+    return nb
+
+
 FINDING_KINDS = {
     "finding-false": ("The paper's statement is false or vacuous where its premises hold",
                       "Each of these holds whatever the setting: a counterexample, an empty bound, a quantity that is "

@@ -260,6 +260,16 @@ def test_results_of_other_profiles_are_shown_beside_the_default(built, browser):
     assert gpu in next(e.text for e in browser.find_elements("css selector", ".admonition") if "Provenance" in e.text)
 
 
+def test_another_profiles_page_gets_its_own_figure_names():
+    """The paper profile's page is a second copy of the claim's notebook: its figures and the references to them are
+    renamed, so that each label is once in the book (a strict build fails on a duplicate)."""
+    nb = generated.relabel(nbformat.read(CLAIMS["PFC-1"].notebook, as_version=4), "paper")
+    names = [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells if "figure" in c.metadata.get("mystnb", {})]
+    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert names and all(n.endswith("-paper") for n in names)
+    assert "<fig-pfc-1-1-paper>" in prose and "<fig-pfc-1-1>" not in prose
+
+
 def test_findings_page_gathers_the_tagged_cells_and_the_claims_that_did_not_reproduce(built, browser):
     index, done, swept = built
     visit(browser, (index.parent / "findings.html").as_uri())
