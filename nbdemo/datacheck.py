@@ -4,9 +4,9 @@ fails is removed, never kept.
 
 `nbdemo run` and `sweep` call `ensure` before the notebook's kernel starts (`runner.run`), so a damaged copy is
 refused in one line that names the file and says how to get a good one, before any work. The loaders in `data.py`
-then read the checked cache. A notebook executed outside nbdemo (Jupyter, plain papermill, nbval) reads through
-`data.py` alone, which does not check yet: `data.py` is part of every claim's fingerprint, so the check moves there
-with the next rerun of all claims.
+then read the checked cache; nbval checks the same way before its notebooks run (`notebooks/conftest.py`). A
+notebook executed in Jupyter or by plain papermill reads through `data.py` alone, which does not check yet: `data.py`
+is part of every claim's fingerprint, so the check moves there with the next rerun of all claims.
 """
 import gzip
 import hashlib

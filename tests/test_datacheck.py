@@ -113,6 +113,16 @@ def test_the_cli_answers_a_damaged_copy_in_one_line_with_exit_2(tmp_path):
     assert f"{bad / NAMES[0]}.gz holds the wrong data (SHA-256" in out.stderr
 
 
+def test_nbval_refuses_a_damaged_copy_before_any_notebook_runs(copy):
+    """nbval executes the notebooks without `nbdemo run`: notebooks/conftest.py checks the files first. (The
+    pytest it starts checks against the real table, which the fixture's small files do not match.)"""
+    system, cache, _ = copy
+    out = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "notebooks/MLI-7.ipynb"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == pytest.ExitCode.USAGE_ERROR, out.stdout + out.stderr
+    assert f"{system / NAMES[0]}.gz holds the wrong data" in out.stderr and not (cache / NAMES[0]).exists()
+
+
 def test_the_table_matches_debians_copy():
     good = Path("/usr/share/datasets/fashion-mnist")
     if not good.is_dir():
