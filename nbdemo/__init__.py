@@ -29,6 +29,6 @@ def setup(seed=0, device="auto"):
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
     device = resolve_device(device)
-    from .claims import record_provenance
+    from nbdemo.claims.registry import record_provenance
     record_provenance(seed=seed, device=str(device))
     return device

@@ -15,13 +15,13 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from .data import load
-from .ensemble import train_ensemble
-from .metrics.tfd import common_direction, feature_grads, weight_changes
-from .models import MLP
-from .pcb import SmallVGG, train_linear
-from .pfc import FCResNet
-from .train import batches, train
+from nbdemo.ml.data import load
+from nbdemo.ml.ensemble import train_ensemble
+from nbdemo.ml.models import MLP
+from nbdemo.ml.train import batches, train
+from nbdemo.papers.pcb.networks import SmallVGG, train_linear
+from nbdemo.papers.pfc.resnets import FCResNet
+from nbdemo.papers.tfd.metrics import common_direction, feature_grads, weight_changes
 
 
 def timed(fn, device):
@@ -66,7 +66,8 @@ def data_path(device):
     """
     import torchvision
     from torchvision import transforms
-    from .data import data_root
+
+    from nbdemo.ml.datacheck import data_root
     X, y = load("fashion-mnist", device=device)
     tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.2860,), (0.3530,)),
                              transforms.Lambda(torch.flatten)])
@@ -231,8 +232,8 @@ def main(args):
 
 def book_times():
     """Execute every claim notebook with the default profile and print the runner's wall times."""
-    from . import runner
-    from .claims import CLAIMS
+    from nbdemo.claims.registry import CLAIMS
+    from nbdemo.runs import runner
     walls = {c.id: runner.run(c, log=lambda *_: None)[1]["wall_s"] for c in CLAIMS.values() if c.notebook.exists()}
     for claim, wall in walls.items():
         print(f"{claim:8} {wall:7.1f} s" + ("  OVER the 60 s budget" if wall > 60 else ""))

@@ -6,8 +6,10 @@ import re
 import shutil
 import sys
 
-from . import datacheck, evidence, params, resolve_device, results, runner
-from .claims import CLAIMS
+from nbdemo import resolve_device
+from nbdemo.claims.registry import CLAIMS
+from nbdemo.ml import datacheck
+from nbdemo.runs import evidence, params, runner, store
 
 
 class Parser(argparse.ArgumentParser):
@@ -24,7 +26,7 @@ class Parser(argparse.ArgumentParser):
 
 
 class Damaged(Exception):
-    """Damaged results files (`results.StoreError`s), reported after the output that could be made without them."""
+    """Damaged results files (`store.StoreError`s), reported after the output that could be made without them."""
 
 
 def known_claim(name):
@@ -75,7 +77,7 @@ def cmd_list(args):
     for c in CLAIMS.values():
         try:
             s = evidence.assess(c, args.profile)
-        except results.StoreError as e:
+        except store.StoreError as e:
             damaged.append(e)
             print(f"{c.id:8} {c.title[:40]:40} unreadable")
             continue
@@ -87,7 +89,7 @@ def cmd_list(args):
             "none" if s["declared"]["profile"] is None else "not run"
         wall = f"{s['wall_s']:.1f} s" if s else ""
         print(f"{c.id:8} {c.title[:40]:40} {over:15} {k_of_n:>7} {ctrl:15} {page:15} {wall:>8}")
-    print(results.RULE, evidence.RULE)
+    print(evidence.RULE, evidence.RULE)
     if damaged:
         raise Damaged(damaged)
 
@@ -100,14 +102,14 @@ def cmd_run(args):
         path, _ = runner.run(claim, args.profile, overrides, commit=args.commit, dry_run=args.dry_run,
                              force=args.force)
         if args.keep:
-            kept = results.RESULTS / runner.run_name(args.profile, overrides) / path.name
+            kept = store.RESULTS / runner.run_name(args.profile, overrides) / path.name
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, kept)
             print(f"kept for the book: {kept}")
 
 
 def cmd_sweep(args):
-    from .sweep import parse_seeds, sweep, tls
+    from nbdemo.runs.sweep import parse_seeds, sweep, tls
     claims = [c for c in CLAIMS.values() if args.profile in params.profiles(c)] if args.all else args.claims
     if args.all and not claims:
         raise params.ParameterError(f"no claim has a profile {args.profile!r}")
@@ -124,7 +126,7 @@ def cmd_sweep(args):
         # the default profile's check covers each claim's control too, which the claim's headline depends on
         profiles = [args.profile] + ([evidence.CONTROL] if args.profile == "default" and not overrides else [])
         stale = [(c, p, s) for p in profiles for c in claims if p in params.profiles(c)
-                 for s, (_, fresh) in results.status(c, p, overrides).items() if not fresh]
+                 for s, (_, fresh) in store.status(c, p, overrides).items() if not fresh]
         for c, p, s in stale:
             print(f"{c.id} seed {s}{'' if p == args.profile else f' ({p})'}: stale")
         print(f"{len(stale)} stored runs are stale")
@@ -133,20 +135,20 @@ def cmd_sweep(args):
           security=tls(args.security) if args.security else None, workers=args.workers, commit=args.commit,
           gpu=args.gpu, force=args.force)
     for c in claims:
-        s = evidence.assess(c, args.profile) if not overrides else results.summary(c, args.profile, overrides)
+        s = evidence.assess(c, args.profile) if not overrides else evidence.summary(c, args.profile, overrides)
         print(f"{c.id:8} {s['headline']:15} {s['reproduced']} of {s['n']} seeds reproduce")
 
 
 def cmd_book(args):
-    from .book import build
+    from nbdemo.book.build import build
     for c in CLAIMS.values():  # a damaged store stops the book before any notebook runs
         for profile in {args.profile, evidence.CONTROL}:
-            results.load(c, profile)
+            store.load(c, profile)
     build(args.profile, strict=args.strict)
 
 
 def cmd_bench(args):
-    from .bench import main
+    from nbdemo.bench import main
     main(args)
 
 
@@ -208,7 +210,7 @@ def main(argv=None):
     try:
         with runner.sigterm_as_interrupt():
             args.func(args)
-    except (params.ParameterError, results.StoreError, runner.NotebookFailed, datacheck.BadData) as e:
+    except (params.ParameterError, store.StoreError, runner.NotebookFailed, datacheck.BadData) as e:
         print(f"nbdemo: {e}", file=sys.stderr)
         sys.exit(1 if isinstance(e, runner.NotebookFailed) else 2)
     except Damaged as e:

@@ -1,5 +1,5 @@
 """nbval settings for the claim notebooks: check the datasets' raw files first, as `nbdemo run` does before a kernel
-starts (`nbdemo.datacheck`), so that a damaged copy stops the tests in one line instead of changing what the
+starts (`nbdemo.ml.datacheck`), so that a damaged copy stops the tests in one line instead of changing what the
 notebooks compute; compare stdout and results, never stderr (progress bars, warnings); and print each notebook's wall
 time at the end of the run."""
 import time
@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from nbdemo import datacheck
+from nbdemo.ml import datacheck
 
 _wall = defaultdict(float)
 

@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from nbdemo import results
-from nbdemo.claims import INCONCLUSIVE, REPRODUCED
-from nbdemo.verdict import Verdict, ours
+from nbdemo.claims.verdict import INCONCLUSIVE, REPRODUCED, Verdict, ours
+from nbdemo.runs import store
 
 
 def _fake_meta(claim, seed, outcome=REPRODUCED, fresh=True, profile="default"):
@@ -19,7 +18,7 @@ def _fake_meta(claim, seed, outcome=REPRODUCED, fresh=True, profile="default"):
     v.check("claim", float(outcome == REPRODUCED), ">=", 0.5, source=ours("synthetic"))
     return {"claim": claim.id, "overrides": {"seed": seed}, "parameters": {"seed": seed},
             "verdict": {"outcome": outcome, "rows": v.rows},
-            "fingerprint": results.expected_fingerprint(claim, seed, profile) if fresh else "0" * 16,
+            "fingerprint": store.expected_fingerprint(claim, seed, profile) if fresh else "0" * 16,
             "wall_s": 1.0 + seed, "commit": "abc", "started": "now", "provenance": {"device": "cpu"}}
 
 

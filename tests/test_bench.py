@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from nbdemo import bench, cli
-from nbdemo.train import History
+from nbdemo.ml.train import History
 
 
 def test_every_bench_pair_runs():

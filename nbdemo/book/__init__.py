@@ -1,0 +1,1 @@
+"""The Jupyter Book: its assembly and its generated pages."""

@@ -1,0 +1,178 @@
+"""Models of the PC-bias paper (Hacohen & Weinshall): ensembles of deep linear networks, the two-layer ReLU model of
+§2.5 with only its first layer trained, and a small st-VGG-like CNN with a linear surrogate for its compact
+representation. Ensembles are stacked tensors with a leading axis of N members, trained by `nbdemo.ml.train.fit`.
+A deep linear net computes x ↦ W x with W its compact weight, so `train_linear` steps through W rather than through
+each layer under `torch.func`; its steps are those of `nbdemo.ml.ensemble.train_ensemble` on the same nets (tested).
+
+Losses follow the paper's Eq. 5 per sample: "mse" is ½‖f(x) - y‖² (one-hot y) averaged over the batch, so for
+full-batch gradient descent the rate of Eq. 10 uses d / n; "ce" is the mean cross-entropy.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, jacrev, vmap
+
+from nbdemo.ml.data import dry_run
+from nbdemo.ml.train import batches, fit
+from nbdemo.papers.pcb.metrics import compact_weight
+
+
+def half_mse(out, y):
+    """½‖out - onehot(y)‖² averaged over the batch (the paper's L2 loss per sample)."""
+    return 0.5 * ((out - F.one_hot(y, out.shape[-1]).to(out.dtype)) ** 2).sum(-1).mean()
+
+
+LOSSES = {"mse": half_mse, "ce": F.cross_entropy}
+
+
+def init_variances(dims, init="glorot"):
+    """Per-layer init variances σ_l² for widths dims = [q, m_1, ..., K].
+
+    "glorot": Glorot, 2/(fan_in + fan_out) (the paper's experiments, §3.1). "balanced": Def. 3, which the theory
+    assumes: 1/m_1 for the first layer, 1/m_{L-1} for the last, 2/(fan_in + fan_out) in between (so every
+    α_l, β_l of Theorem 3 is 1 up to O(1/m)). A single layer (L = 1) is Glorot under both.
+    """
+    L = len(dims) - 1
+    var = [2 / (dims[l] + dims[l + 1]) for l in range(L)]
+    if init == "balanced" and L > 1:
+        var[0], var[-1] = 1 / dims[1], 1 / dims[-2]
+    elif init not in ("glorot", "balanced"):
+        raise ValueError(f"init={init!r}: choose 'glorot' or 'balanced'")
+    return var
+
+
+def linear_init(dims, n_models, *, init="glorot", seed=0, device="cpu"):
+    """Weights [W_1, ..., W_L] of N deep linear networks, each (N, m_l, m_{l-1}), uniform with `init_variances`."""
+    g = torch.Generator().manual_seed(seed)
+    return [((torch.rand(n_models, b, a, generator=g) * 2 - 1) * math.sqrt(3 * v)).to(device).requires_grad_()
+            for a, b, v in zip(dims[:-1], dims[1:], init_variances(dims, init))]
+
+
+def train_linear(weights, X, y, *, steps, lr, batch_size=None, loss="mse", seed=0, record=None, record_at=None,
+                 progress=False):
+    """Train N deep linear networks (stacked `weights`, in place) with plain SGD on (X, y); return the History.
+
+    A linear net computes x ↦ W x with W the compact weight, so every step forms W (N, K, q) first (cost
+    O(L K m²) instead of O(n L m²)), then the outputs X W^T. All members see the same batches (full batch when
+    batch_size is None). Full-batch "mse" uses the identity ½ mean‖Wx - y‖² = ½ tr(W S Wᵀ) - tr(W Cᵀ) + ½ with
+    S = XᵀX / n, C = YᵀX / n (one-hot Y), which costs O(K q²) instead of O(n K q) per step.
+    record(weights, step) -> dict is called on `nbdemo.ml.train.schedule`.
+    """
+    criterion, n = vmap(LOSSES[loss]), len(weights[0])
+    if loss == "mse" and (batch_size is None or batch_size >= len(X)):  # full batch: the loss needs only Σ_XX, Σ_YX
+        S, C = X.T @ X / len(X), F.one_hot(y, weights[-1].shape[-2]).to(X.dtype).T @ X / len(X)
+
+        def step_loss(idx):
+            W = compact_weight(weights)  # (N, K, q)
+            return 0.5 * ((W @ S) * W).sum((1, 2)) - (W * C).sum((1, 2)) + 0.5
+    else:
+        def step_loss(idx):
+            W = compact_weight(weights)  # (N, K, q), applied to the batch as one matrix product
+            Xb = X[idx]
+            out = (Xb @ W.reshape(-1, W.shape[-1]).T).reshape(len(Xb), n, -1).transpose(0, 1)
+            return criterion(out, y[idx].expand(n, -1))
+
+    def on_record(s):
+        with torch.no_grad():
+            return record([w.detach() for w in weights], s)
+
+    return fit(weights, step_loss, batches(len(X), batch_size, steps, seed, X.device), steps=steps, lr=lr,
+               momentum=0.0, weight_decay=0.0, lr_milestones=(), record=record and on_record, record_at=record_at,
+               progress=progress, shape=(n,))
+
+
+def relu_init(q, width, n_models, *, seed=0, device="cpu"):
+    """The two-layer ReLU model of §2.5 under its Assumption 2: rows w_{2i} = -w_{2i-1} (Glorot-uniform),
+    output weights a_{2i} = -a_{2i-1} = 1/√m. Returns (W (N, m, q) trainable, a (m,) fixed)."""
+    g = torch.Generator().manual_seed(seed)
+    half = (torch.rand(n_models, width // 2, q, generator=g) * 2 - 1) * math.sqrt(6 / (q + width))
+    W = torch.stack([half, -half], 2).reshape(n_models, width, q)
+    a = torch.tensor([1.0, -1.0]).repeat(width // 2) / math.sqrt(width)
+    return W.to(device).requires_grad_(), a.to(device)
+
+
+def relu_forward(W, a, X):
+    """f(x) = aᵀ σ(W x) for every member: (N, n)."""
+    return torch.relu(X @ W.transpose(-1, -2)) @ a
+
+
+def train_relu(W, a, X, t, *, steps, lr, batch_size=None, seed=0, record=None, record_at=None, progress=False):
+    """Gradient descent on the first layer W only, loss ½(f(x) - t)² averaged over the batch, t = ±1 (§2.5)."""
+    n = len(W)
+
+    def step_loss(idx):
+        return 0.5 * ((relu_forward(W, a, X[idx]) - t[idx]) ** 2).mean(-1)
+
+    def on_record(s):
+        with torch.no_grad():
+            return record(W.detach(), s)
+
+    return fit([W], step_loss, batches(len(X), batch_size, steps, seed, X.device), steps=steps, lr=lr,
+               momentum=0.0, weight_decay=0.0, lr_milestones=(), record=record and on_record, record_at=record_at,
+               progress=progress, shape=(n,))
+
+
+class SmallVGG(nn.Module):
+    """An st-VGG-like CNN (app. D.2, scaled down): blocks of two 3×3 convs + ReLU, then 2×2 max-pooling, then a
+    hidden fully connected layer + ReLU and the output layer. No dropout or batch norm.
+
+    linear=True is its linear surrogate for the compact representation (§3.3): identity activations and average
+    pooling instead of max-pooling (the paper's "linear st-VGG").
+    """
+
+    def __init__(self, in_shape, channels=(8, 16), hidden=64, n_classes=2, linear=False):
+        super().__init__()
+        c, h, w = in_shape
+        layers = []
+        for k in channels:
+            layers += [nn.Conv2d(c, k, 3, padding=1), nn.ReLU(), nn.Conv2d(k, k, 3, padding=1), nn.ReLU(),
+                       nn.MaxPool2d(2)]
+            c, h, w = k, h // 2, w // 2
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(c * h * w, hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
+        self.linear = linear
+
+    def forward(self, x):
+        for layer in [*self.features, *self.head]:
+            if self.linear and isinstance(layer, nn.ReLU):
+                continue
+            if self.linear and isinstance(layer, nn.MaxPool2d):
+                layer = nn.AvgPool2d(2)
+            x = layer(x)
+        return x
+
+
+def glorot_(model):
+    """Glorot-uniform weights and zero biases for every convolution and linear layer of `model`, in place; returns it.
+
+    The paper's networks are initialised with Glorot uniform (§3.1, l.256; app. D.2, l.866); it says nothing of the
+    biases, which we set to 0 (the usual companion of Glorot init). Fan-in and fan-out count the kernel's area.
+    """
+    for layer in model.modules():
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+    return model
+
+
+def cnn_compact_weight(model, params, in_shape):
+    """Compact representation (N, K, q) of a stacked CNN ensemble: its linear surrogate's map, biases removed,
+    read off by feeding the q standard basis images: W[:, :, j] = f_lin(e_j) - f_lin(0).
+
+    In a dry run (the runner's shape check) the same (N, K, q) map is read off as the Jacobian of f_lin at 0
+    (K backward passes instead of q + 1 forward passes: for CIFAR at full resolution the basis batch alone is 3,073
+    images per member); it equals the basis read-out up to float rounding, since f_lin is affine.
+    """
+    surrogate = SmallVGG.__new__(SmallVGG)
+    surrogate.__dict__.update(model.__dict__)
+    surrogate.linear = True
+    q = math.prod(in_shape)
+    if dry_run():
+        zero = torch.zeros(1, *in_shape, device=next(iter(params.values())).device)
+        jac = vmap(lambda p: jacrev(lambda x: functional_call(surrogate, p, (x,)))(zero))(params)  # (N, 1, K, 1, *in_shape)
+        return jac.reshape(len(jac), -1, q)
+    basis = torch.cat([torch.eye(q), torch.zeros(1, q)]).reshape(q + 1, *in_shape).to(next(iter(params.values())).device)
+    out = vmap(lambda p: functional_call(surrogate, p, (basis,)))(params)
+    return (out[:, :q] - out[:, q:]).transpose(-1, -2)

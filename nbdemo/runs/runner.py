@@ -1,0 +1,279 @@
+"""Run one claim notebook with papermill on a kernel: execution, signals, output paths and each run's provenance.
+
+`run(claim, profile, overrides)` takes a `Claim` (`nbdemo.claims.registry.get`), its parameters resolved by `nbdemo.runs.params`,
+and writes `build/runs/<profile>/<CLAIM>.ipynb`, with its verdict, provenance and fingerprint (`nbdemo.runs.fingerprint`)
+in the notebook's metadata, through a temporary file renamed into place, so an interrupted run leaves nothing that
+looks complete. A run that stops at an error keeps the notebook as executed up to that cell, as
+`<CLAIM>.failed.ipynb` beside it. `notebooks/` is only written by `run(..., commit=True)`, the default profile with
+no overrides.
+"""
+import ast
+import hashlib
+import json
+import os
+import signal
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+
+from nbdemo.claims.registry import PROVENANCE_KEY, ROOT, VERDICT_KEY
+from nbdemo.claims.verdict import describe
+from nbdemo.ml import datacheck
+from nbdemo.runs import fingerprint
+from nbdemo.runs.params import ParameterError, resolve
+
+BUILD = Path(os.environ.get("NBDEMO_BUILD", ROOT / "build"))
+
+
+class NotebookFailed(RuntimeError):
+    """A cell of the notebook raised an error (missing data, no CUDA device, ...)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwinding like Ctrl-C (the command then exits 143, not 130)."""
+
+
+# ---------------------------------------------------------------- provenance
+
+def glued(nb, key):
+    """The JSON value a notebook stored with `claims._glue(key, ...)`, or None."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("metadata", {}).get("scrapbook", {}).get("name") == key:
+                return json.loads(ast.literal_eval(out["data"]["application/papermill.record/text/plain"]))
+    return None
+
+
+def summary(nb):
+    """What the dashboard and `nbdemo list` show of an executed notebook (its nbdemo metadata)."""
+    return nb.metadata.get("nbdemo")
+
+
+# ---------------------------------------------------------------- kernels and signals
+
+@contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM unwinds like Ctrl-C, so temporary files are removed and the kernel is shut down. Only the main
+    thread can install a handler: in a Dask worker, which runs tasks in threads, the worker handles its signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_interrupt(*_):
+        raise Terminated
+    old = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _kernel_manager():
+    """A kernel manager that talks over Unix sockets in a private folder, not over open TCP ports, with its
+    connection file (which holds the kernel's key) in that folder too; returns it and the folder (a
+    TemporaryDirectory to clean up). The folder is made in $NBDEMO_KERNELS when it is set: a sweep's LocalCluster
+    points it at one folder that the sweep removes at its end, also when its workers were killed mid-run."""
+    from jupyter_client.manager import KernelManager
+    sockets = tempfile.TemporaryDirectory(prefix="nbdemo-kernel-", dir=os.environ.get("NBDEMO_KERNELS") or None)
+    if len(f"{sockets.name}/kernel-1".encode()) > 107:  # the longest path of a Unix socket
+        sockets.cleanup()
+        raise NotebookFailed(f"the kernel's sockets would be in {sockets.name}, a path too long for a Unix socket; "
+                             "set TMPDIR to a shorter folder")
+    return KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets.name}/kernel",
+                         connection_file=f"{sockets.name}/kernel.json"), sockets
+
+
+# The environment of every kernel, where the user has not set these:
+# - OpenMP threads that sleep at barriers instead of spinning: on a small shared machine a spinning thread holds the
+#   core its partner needs, and torch runs many times slower (same numbers either way).
+# - torch's CPU kernels, and oneDNN's (convolutions), at AVX2 on every processor: with AVX-512 kernels the same seed
+#   gives other last digits (TFD-7 and TFD-5 flip rows; PFC-4's conv ResNet another run), so the committed
+#   notebooks, made with AVX2, would not reproduce under nbval where the processor has AVX-512. A processor without
+#   AVX2 still runs its own best kernels.
+KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+@contextmanager
+def shared_kernel(dry_run=False):
+    """One kernel for many runs, e.g. the dry runs of every paper profile: torch and nbdemo are imported once, and
+    each notebook starts from an empty namespace (`%reset -f`). Runs on it share its dry-run setting."""
+    km, sockets = _kernel_manager()
+    km.start_kernel(env={**KERNEL_ENV, **os.environ, "NBDEMO_DRY_RUN": "1" if dry_run else "0"})
+    km.nbdemo_dry_run = dry_run
+    try:
+        yield km
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+        sockets.cleanup()
+
+
+def _reset(km):
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        kc.execute_interactive("%reset -f", timeout=60)
+    finally:
+        kc.stop_channels()
+
+
+def _execute(notebook, out, parameters, cwd, km=None):
+    """papermill in a worker thread, on a kernel this thread starts and stops (or on `km`, a shared kernel, which
+    it resets first and leaves running).
+
+    In the main thread nbclient takes SIGINT and SIGTERM for its own kernel cleanup, which can leave the kernel
+    training and the run waiting for good. Here they reach the main thread as KeyboardInterrupt: it kills the
+    kernel, lets the worker unwind and re-raises."""
+    import papermill
+
+    own, failed = km is None, []
+    if own:
+        km, sockets = _kernel_manager()
+    else:
+        _reset(km)
+
+    def work():
+        try:
+            papermill.execute_notebook(notebook, out, parameters=parameters, cwd=cwd, progress_bar=False,
+                                       kernel_name="python3", request_save_on_cell_execute=False, km=km)
+        except BaseException as e:  # handed to the main thread
+            failed.append(e)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    interrupted = True
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+        interrupted = False
+    finally:
+        if (own or interrupted) and km.has_kernel:
+            km.shutdown_kernel(now=True)
+        worker.join(30)
+        if own:
+            sockets.cleanup()
+    if failed:
+        raise failed[0]
+
+
+# ---------------------------------------------------------------- runs and their output paths
+
+def atomic_write(text, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def run_name(profile="default", overrides=None, dry_run=False):
+    """The folder name of a profile with overrides: `default`, `paper`, `default-seed=3-steps=100`, `dry-run`. So that
+    a name fits a file system, a value longer than 32 characters is named by a hash of it (`init=#3f9a0c1b2d4e`), and
+    overrides that together take more than 160 characters by a hash of them all (`paper-#0c1b2d4e3f9a`); the
+    executed notebook's metadata holds every value."""
+    def shown(v):
+        text = str(v).replace("/", "_").replace(" ", "")
+        return text if len(text) <= 32 else "#" + hashlib.sha256(str(v).encode()).hexdigest()[:12]
+    name = "dry-run" if dry_run else profile
+    if overrides:
+        tail = "-".join(f"{k}={shown(v)}" for k, v in sorted(overrides.items()))
+        name += "-" + (tail if len(tail) <= 160 else "#" + hashlib.sha256(tail.encode()).hexdigest()[:12])
+    return name
+
+
+def output_path(claim, profile="default", overrides=None, dry_run=False):
+    """Where `run` writes a claim's executed notebook: build/runs/<run name>/<CLAIM>.ipynb."""
+    return BUILD / "runs" / run_name(profile, overrides, dry_run) / f"{claim.id}.ipynb"
+
+
+def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, kernel=None, force=False, log=print):
+    """Execute one claim's notebook; return (path of the executed notebook, its nbdemo metadata).
+
+    kernel: a `shared_kernel` to run on, instead of a kernel of its own; force: run step counts over
+    `params.MAX_STEPS` too."""
+    from papermill.exceptions import PapermillExecutionError
+    changed, full = resolve(claim, profile, overrides, force)
+    if commit and (profile != "default" or changed or dry_run):
+        raise ParameterError("--commit writes notebooks/ and takes the default profile only, with no -p overrides")
+    if kernel is not None and kernel.nbdemo_dry_run != dry_run:
+        raise ValueError(f"this shared kernel was started with dry_run={kernel.nbdemo_dry_run}")
+    if not dry_run:
+        datacheck.ensure(full)  # a damaged dataset file is refused before a kernel starts
+    built = output_path(claim, profile, changed, dry_run)
+    out, failed = claim.notebook if commit else built, built.with_suffix(".failed.ipynb")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.running.ipynb")
+    for var, value in KERNEL_ENV.items():
+        os.environ.setdefault(var, value)
+    env_before = os.environ.get("NBDEMO_DRY_RUN")
+    os.environ["NBDEMO_DRY_RUN"] = "1" if dry_run else "0"
+    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.perf_counter()
+    try:
+        with sigterm_as_interrupt():
+            try:
+                _execute(str(claim.notebook), str(tmp), changed, str(claim.notebook.parent), kernel)
+            except PapermillExecutionError as e:  # papermill has saved the notebook up to the failing cell
+                atomic_write(tmp.read_text(), failed)
+                raise NotebookFailed(f"{claim.id} stopped at cell In [{e.exec_count}] with {e.ename}: {e.evalue}\n"
+                                     f"the notebook as executed up to there: {_shown(failed)}") from e
+            nb = nbformat.read(tmp, as_version=4)
+            prov = glued(nb, PROVENANCE_KEY)
+            meta = {"claim": claim.id, "profile": profile, "overrides": changed, "parameters": full,
+                    "dry_run": dry_run, "commit": fingerprint.git_commit(claim), "started": started,
+                    "wall_s": round(time.perf_counter() - t0, 1), "fingerprint": fingerprint.of(claim, full),
+                    "provenance": prov and {**prov, "cpu": cpu_model()},
+                    "verdict": glued(nb, VERDICT_KEY)}
+            nb.metadata["nbdemo"] = meta
+            atomic_write(nbformat.writes(nb), out)
+            failed.unlink(missing_ok=True)
+    finally:
+        tmp.unlink(missing_ok=True)
+        if env_before is None:
+            os.environ.pop("NBDEMO_DRY_RUN", None)
+        else:
+            os.environ["NBDEMO_DRY_RUN"] = env_before
+    log(f"{claim.id} [{profile}{' dry run' if dry_run else ''}] {meta['wall_s']:.1f} s  "
+        f"verdict: {verdict_text(meta['verdict'])}  -> {_shown(out)}")
+    return out, meta
+
+
+def cpu_model():
+    """The processor and the instruction set torch's CPU kernels use on it ("AMD EPYC, AVX512"): the last digits of
+    a run may differ between processors even with the same torch and thread count."""
+    import torch
+    try:
+        name = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+        name = platform.processor() or "unknown"
+    return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
+
+
+def _shown(path):
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def verdict_text(verdict):
+    return describe(verdict["rows"]) if verdict else "no verdict recorded"
+
+
+def latest(claim, profile="default"):
+    """The up-to-date executed notebook of a claim for a profile (committed, else built), or None if stale."""
+    _, full = resolve(claim, profile)
+    want = fingerprint.of(claim, full)
+    for path in ([claim.notebook] if profile == "default" else []) + [output_path(claim, profile)]:
+        try:
+            meta = summary(nbformat.read(path, as_version=4))
+        except (OSError, ValueError, nbformat.ValidationError):  # missing, truncated or corrupted: run again
+            continue
+        if meta and meta.get("fingerprint") == want and meta.get("profile") == profile:
+            return path, meta
+    return None

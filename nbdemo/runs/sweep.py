@@ -1,0 +1,240 @@
+"""`nbdemo sweep`: claims × seeds as tasks on Dask, each run stored as soon as it finishes.
+
+Each task is one notebook run (`runner.run`) in a worker process; it returns the run's metadata, and this process,
+the only writer of the results store, adds it to `results/` at once (`store.store`). A sweep that is stopped, or
+whose worker dies, so loses only the runs in flight: Dask hands a dead worker's task to another worker, and a rerun
+of the same sweep runs only the seeds that are missing or stale.
+
+By default the tasks run on a `LocalCluster` of single-threaded worker processes, one per set of the threads that
+a notebook's kernel uses (`local_workers`); `scheduler` connects to a running scheduler instead (`dask scheduler`
+and `dask worker`, or dask-jobqueue on SLURM: see the README), a tls:// one with `security` (a Dask `Security`, or
+Dask's config `distributed.comm.tls.*`).
+"""
+import os
+import re
+import shutil
+import tempfile
+import time
+
+import torch
+from distributed import Client, LocalCluster, Security, as_completed
+
+from nbdemo.claims.registry import Claim, get
+from nbdemo.runs import params, runner, store
+
+MAX_RUNS = 1000  # runs (claims x seeds) in one sweep: more is a typo, or a job to split into several sweeps
+CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler
+ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx)://)?(\[[0-9a-fA-F:]+\]|[\w.-]+):(\d{1,5})|inproc://\S+")
+
+
+def parse_seeds(text):
+    """"0-4", "0 1 2", "0,3,7" or "0-2,9" -> a sorted list of distinct seeds >= 0 (at most `MAX_RUNS`)."""
+    ranges = []
+    for part in filter(None, re.split(r"[\s,]+", str(text).strip())):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m or (m[2] is not None and int(m[2]) < int(m[1])):
+            raise params.ParameterError(f"seeds {text!r}: give seeds >= 0 as a list or ranges, e.g. 0-4 or 0,3,7")
+        ranges.append(range(int(m[1]), int(m[2] or m[1]) + 1))
+    if not ranges:
+        raise params.ParameterError("seeds: give at least one seed, e.g. 0-4")
+    n = sum(map(len, ranges))  # counted before any list is made: 0-100000000000 is a number, not a list
+    if n > MAX_RUNS:
+        raise params.ParameterError(f"seeds {text!r}: {n:,} seeds; a sweep runs at most {MAX_RUNS:,} runs "
+                                    "(split it into several sweeps)")
+    return sorted(set().union(*ranges))
+
+
+def tls(text):
+    """--security "CA,CERT,KEY" -> the `Security` of a client of a tls:// scheduler, from three PEM files: the CA's
+    certificate, a certificate that CA signed, and its key (checked by `check_request`)."""
+    files = text.split(",")
+    if len(files) != 3 or not all(files):
+        raise params.ParameterError(f"--security {text!r}: give CA,CERT,KEY, three PEM files (the CA's certificate, "
+                                    "a certificate it signed and its key), e.g. ca.pem,node.pem,node.key")
+    ca, cert, key = files
+    return Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+
+
+def _check_tls(scheduler, security):
+    """Refuse a tls:// scheduler when neither `security` nor Dask's config names the CA's certificate and this
+    client's, or one of its files is missing, unreadable, not PEM, or a key that is not the certificate's."""
+    for f in (security.tls_ca_file, security.tls_client_cert, security.tls_client_key):
+        if f and "\n" not in f and not os.path.isfile(f):  # a file's name, not the PEM text itself
+            raise params.ParameterError(f"--scheduler {scheduler}: no certificate or key file {f!r}")
+    try:
+        context = security.get_connection_args("client")["ssl_context"]  # reads the files
+    except OSError as e:  # ssl.SSLError is one
+        raise params.ParameterError(f"--scheduler {scheduler}: its certificate files are refused: {e}") from None
+    if context is None:
+        raise params.ParameterError(f"--scheduler {scheduler}: give --security CA,CERT,KEY (or set "
+                                    "distributed.comm.tls.ca-file, .client.cert and .client.key in Dask's config)")
+
+
+def check_request(claims, seeds, scheduler=None, gpu=False, security=None):
+    """Refuse, before anything is planned or started, a sweep that is too big, an address that is not one, --gpu on
+    a LocalCluster of a machine where torch sees no GPU (its runs would wait for good), `security` without a tls://
+    scheduler, and a tls:// scheduler without certificate files that can be read."""
+    if len(claims) * len(seeds) > MAX_RUNS:
+        raise params.ParameterError(f"{len(claims) * len(seeds):,} runs ({len(claims)} claims x {len(seeds)} seeds); "
+                                    f"a sweep runs at most {MAX_RUNS:,} (split it into several sweeps)")
+    m = ADDRESS.fullmatch(scheduler) if scheduler else None
+    if scheduler and not (m and (m[2] is None or 0 < int(m[2]) < 65536)):
+        raise params.ParameterError(f"--scheduler {scheduler!r}: give tcp://HOST:PORT (or tls://, ucx://, "
+                                    "inproc://), e.g. tcp://127.0.0.1:8786")
+    if gpu and not scheduler and not torch.cuda.is_available():
+        raise params.ParameterError("--gpu: torch sees no CUDA device here, so no worker of the LocalCluster has a GPU; "
+                                    "give --scheduler of a cluster whose workers have --resources GPU=1")
+    is_tls = (scheduler or "").startswith("tls://")
+    if security is not None and security.tls_ca_file and not is_tls:  # (an empty Security is no TLS)
+        raise params.ParameterError("--security is for a scheduler started with --protocol tls: "
+                                    "give --scheduler tls://HOST:PORT")
+    if is_tls:
+        _check_tls(scheduler, security or Security())  # Security(): Dask's config
+
+
+def connect(scheduler, cluster, gpu, security=None):
+    """A Client of the scheduler (or of the LocalCluster); a scheduler that does not answer within CONNECT_TIMEOUT
+    seconds (or refuses the client's certificate), or has no GPU worker for --gpu, is refused in one line."""
+    try:
+        client = Client(scheduler or cluster, timeout=CONNECT_TIMEOUT, security=security)
+    except OSError as e:
+        raise params.ParameterError(f"cannot connect to {scheduler} within {CONNECT_TIMEOUT} s: "
+                                    f"{' '.join(str(e).split())[:200]}") from None
+    if gpu and not any(w.get("resources", {}).get("GPU") for w in client.scheduler_info()["workers"].values()):
+        client.close()
+        raise params.ParameterError(f"--gpu: no worker of {scheduler or 'the LocalCluster'} has the resource GPU "
+                                    "(start workers with --resources GPU=1)")
+    return client
+
+
+def _is_page(claim, seed, profile, overrides):
+    """Whether this run is the committed notebook's: the default profile with no override but its own seed."""
+    return profile == "default" and not overrides and seed == params.defaults(claim)["seed"]
+
+
+def plan(claims, seeds, profile="default", overrides=None, commit=False, force=False):
+    """The (claim, seed) runs that are missing or stale in the store (and, with `commit`, the seed-0 runs whose
+    committed notebook is stale). Parameters are checked here, before anything runs."""
+    todo = []
+    for claim in claims:
+        stored = store.status(claim, profile, overrides)
+        for seed in seeds:
+            params.resolve(claim, profile, {**(overrides or {}), "seed": seed}, force)
+            fresh = seed in stored and stored[seed][1]
+            page_stale = commit and _is_page(claim, seed, profile, overrides) and runner.latest(claim) is None
+            if not fresh or page_stale:
+                todo.append((claim, seed))
+    return todo
+
+
+# A Dask nanny sets these for its workers, in the process that starts a LocalCluster too (the thread counts to 1,
+# malloc's trim threshold, a fixed hash seed), and a notebook's kernel would inherit them: with one thread it sums
+# in another order than a run by hand, and computes other numbers. Each task carries the values this process had
+# before any cluster was made.
+DASK_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
+
+
+def task(claim, seed, profile, overrides, commit, env, force=False):
+    """One notebook run on a worker, with the values `env` ({variable: value or None}) of `DASK_VARS` in the process
+    that started the sweep (and NBDEMO_KERNELS); returns the run's metadata (the verdict, provenance, wall time), or
+    {"failed": why} for a notebook that raised: a value, so that Dask does not log the worker's traceback."""
+    for var, value in env.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
+    try:
+        if commit and _is_page(claim, seed, profile, overrides):
+            path, meta = runner.run(claim, commit=True, log=lambda *_: None)
+        else:
+            path, meta = runner.run(claim, profile, {**overrides, "seed": seed}, force=force, log=lambda *_: None)
+    except Exception as e:  # noqa: BLE001  reported by the sweep in one line
+        return {"failed": str(e) if isinstance(e, runner.NotebookFailed) else f"{type(e).__name__}: {e}"}
+    return {**meta, "notebook": str(path)}
+
+
+def local_workers():
+    """Workers of the default LocalCluster: as many as there are sets of the threads one notebook's kernel uses.
+    (Each kernel uses torch's threads, one per core by default; two kernels on the same cores run slower than one
+    after the other: two TFD-1 runs at once took 121 s on the 2-core machine, where one alone takes 45 s.)"""
+    return max(1, (os.cpu_count() or 1) // torch.get_num_threads())
+
+
+def _cluster(scheduler, workers, gpu):
+    """The LocalCluster when there is no scheduler; with `gpu`, one worker per GPU, each with the resource GPU=1."""
+    if scheduler:
+        return None
+    return LocalCluster(n_workers=workers or (torch.cuda.device_count() if gpu else local_workers()),
+                        threads_per_worker=1, processes=True, dashboard_address=None,
+                        resources={"GPU": 1} if gpu else None)
+
+
+def _run(client, todo, profile, overrides, commit, gpu, env, log, force=False):
+    """Submit the runs, store each as it finishes, print progress; return the runs that failed and those that ran
+    but could not be stored, as (claim, seed, the executed notebook on its worker)."""
+    workers = client.scheduler_info()["workers"].values()
+    log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all")
+    futures = {client.submit(task, claim, seed, profile, overrides, commit, env, force, pure=False, priority=-i,
+                             key=f"{claim.id}-seed{seed}-{os.urandom(4).hex()}",  # in the order given
+                             resources={"GPU": 1} if gpu else None): (claim, seed)
+               for i, (claim, seed) in enumerate(todo)}
+    t0, done, failed, unstored = time.perf_counter(), 0, [], []
+    for future in as_completed(futures):
+        claim, seed = futures[future]
+        done += 1
+        try:
+            meta = future.result()
+        except Exception as e:  # its workers kept dying: report, store nothing
+            meta = {"failed": str(e)}
+        if "failed" in meta:  # the notebook raised
+            failed.append((claim, seed))
+            what = f"FAILED: {' '.join(meta['failed'].split())[:300]}"
+        else:
+            try:
+                store.store(claim, meta, profile, overrides)
+            except (OSError, store.StoreError) as e:  # not writable, disk full, damaged: the notebook stays
+                unstored.append((claim, seed, meta["notebook"]))
+                what = f"NOT STORED ({type(e).__name__}: {' '.join(str(e).split())}); its notebook: {meta['notebook']}"
+            else:
+                what = f"{meta['verdict']['outcome'] if meta['verdict'] else 'no verdict'} in {meta['wall_s']:.1f} s"
+        left = (time.perf_counter() - t0) / done * (len(todo) - done)
+        log(f"[{done:>{len(str(len(todo)))}}/{len(todo)}] {claim.id} seed {seed}: {what} | "
+            f"{len(failed) + len(unstored)} failed | about {left / 60:.0f} min left")
+    return failed, unstored
+
+
+def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, security=None, workers=None,
+          commit=False, gpu=False, force=False, log=print):
+    """Run what is missing or stale of claims × seeds on Dask; store each run as it finishes.
+
+    claims: `Claim`s or their ids (an entry point: ids are looked up here, once). Returns the list of runs started,
+    as (Claim, seed). workers: of the LocalCluster (default `local_workers()`); gpu: each task asks its worker for the
+    resource GPU=1 (workers started with `--resources GPU=1`); force: step counts over `params.MAX_STEPS` too;
+    security: the `Security` of a tls:// scheduler (`tls`, or a dask-jobqueue cluster's `.security`; default: Dask's
+    config)."""
+    claims = [c if isinstance(c, Claim) else get(c) for c in claims]
+    overrides = overrides or {}
+    check_request(claims, seeds, scheduler, gpu, security)
+    todo = plan(claims, seeds, profile, overrides, commit, force)
+    if not todo:
+        log(f"nothing to run: {len(claims)} claims x {len(seeds)} seeds are stored and fresh in "
+            f"{store.path(claims[0], profile, overrides).parent}")
+        return []
+    env = {var: os.environ.get(var) for var in DASK_VARS}  # before a LocalCluster sets them
+    cluster = _cluster(scheduler, workers, gpu)
+    # the kernels of the LocalCluster's runs, removed at the end even when the workers were killed mid-run
+    env["NBDEMO_KERNELS"] = tempfile.mkdtemp(prefix="nbdemo-sweep-") if cluster is not None else None
+    try:
+        with runner.sigterm_as_interrupt(), connect(scheduler, cluster, gpu, security) as client:
+            failed, unstored = _run(client, todo, profile, overrides, commit, gpu, env, log, force)
+    finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it
+        if cluster is not None:
+            cluster.close()
+            shutil.rmtree(env["NBDEMO_KERNELS"], ignore_errors=True)
+    problems = ([f"{len(failed)} of {len(todo)} runs failed: " + ", ".join(f"{c.id} seed {s}" for c, s in failed)]
+                if failed else []) + \
+               ([f"{len(unstored)} of {len(todo)} runs could not be stored: "
+                 + ", ".join(f"{c.id} seed {s} (its notebook: {nb})" for c, s, nb in unstored)] if unstored else [])
+    if problems:
+        raise runner.NotebookFailed("; ".join(problems) + "; the others are stored")
+    return todo

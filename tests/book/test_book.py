@@ -1,0 +1,440 @@
+"""The book, built with warnings as errors and read back in headless Chromium.
+
+The book is built from the committed notebooks that carry `metadata.nbdemo` (written by `nbdemo run --commit`), as
+they are. Their fingerprints go stale whenever anything in nbdemo/ changes, and re-running them (about a minute
+each) is the job of `nbdemo book`, not of a test, so the test hands `book.build` these notebooks itself and nothing
+is executed; committed notebooks without that metadata are left out of the book, and show as "not reproduced yet".
+Sources and HTML go to a temporary folder (runner.BUILD is patched), so `make book` and book/_build are untouched.
+"""
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+import yaml
+from filelock import FileLock
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.support.wait import WebDriverWait
+
+from nbdemo.book import build as book
+from nbdemo.book import pages as generated
+from nbdemo.claims.registry import CLAIMS, PAPERS
+from nbdemo.claims.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from nbdemo.runs import evidence, params, runner, store
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
+# synthetic sweeps of the first committed claims: outcomes per seed -> (headline, reproduced, stale seeds), and
+# their controls' outcomes per seed (None: not run). The first claim's check holds in 3 of 5 control seeds, so it is
+# uninformative and the claim INCONCLUSIVE although 4 of 5 seeds reproduce.
+SWEEPS = [([R, R, R, N, R], (I, 4, [])), ([R, N, N, I, R], (evidence.MIXED, 2, [])), ([N] * 5, (N, 0, [4]))]
+CONTROLS = [[R, R, R, N, N], [N] * 5, None]
+COLOURS = {R: "rgb(26, 127, 55)", N: "rgb(207, 34, 46)", evidence.MIXED: "rgb(191, 135, 0)", I: "rgb(110, 119, 129)"}
+OTHER = (CLAIMS["TFD-1"], "paper", "NVIDIA H100 80GB HBM3")  # an executed paper-profile notebook committed into results/
+
+
+def committed():
+    """{Claim: (notebook, its nbdemo metadata)} for the committed notebooks that were executed by the runner."""
+    done = {}
+    for c in CLAIMS.values():
+        meta = c.notebook.exists() and runner.summary(nbformat.read(c.notebook, as_version=4))
+        if meta:
+            done[c] = (c.notebook, meta)
+    return done
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, fake_meta, worker_id):
+    """Build the book strictly (-W -n --keep-going) from the committed notebooks, with synthetic sweep results for
+    three claims (one of them with a stale seed) and one paper-profile notebook in a temporary results store.
+    Under pytest-xdist the workers share one build: the first to take the lock builds, the others read its path."""
+    done = committed()
+    assert done, "no committed notebook carries metadata.nbdemo; run `nbdemo run <claim> --commit`"
+    swept = dict(zip(done, [(outcomes, expected, control) for (outcomes, expected), control in zip(SWEEPS, CONTROLS)]))
+    expected = {c: expected for c, (_, expected, _) in swept.items()}
+    shared = tmp_path_factory.mktemp("book") if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    with FileLock(shared / "book.lock"):
+        if not (shared / "book.index").exists():
+            index = build_book(shared / "book", done, swept, fake_meta)
+            (shared / "book.index").write_text(str(index))
+    return Path((shared / "book.index").read_text()), done, expected
+
+
+def build_book(tmp, done, swept, fake_meta):
+    tmp.mkdir(exist_ok=True)  # a build that failed on the other worker is overwritten
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runner, "BUILD", tmp)
+        mp.setattr(store, "RESULTS", tmp / "results")
+        shutil.copytree(params.PROFILES, tmp / "profiles", dirs_exist_ok=True)
+        mp.setattr(params, "PROFILES", tmp / "profiles")
+        for claim, (outcomes, (_, _, stale), control) in swept.items():
+            named = {**params.profile_file(claim), "control": {"seed": 0}, "control about": "a synthetic control"}
+            named.pop("no control", None)
+            (tmp / "profiles" / f"{claim.id}.yml").write_text(yaml.safe_dump(named))
+            for seed, outcome in enumerate(outcomes):
+                store.store(claim, fake_meta(claim, seed, outcome, fresh=seed not in stale))
+            for seed, outcome in enumerate(control or []):
+                store.store(claim, fake_meta(claim, seed, outcome, profile="control"), "control")
+        claim, profile, gpu = OTHER
+        nb = nbformat.read(done[claim][0], as_version=4)
+        nb.metadata["nbdemo"] = {**nb.metadata["nbdemo"], "profile": profile,
+                                 "provenance": {**nb.metadata["nbdemo"]["provenance"], "device": "cuda", "gpu": gpu}}
+        (tmp / "results" / profile).mkdir(parents=True)
+        nbformat.write(nb, tmp / "results" / profile / f"{claim.id}.ipynb")
+        return book.build(strict=True, done=done, out=tmp / "out")
+
+
+def chromium(tmp_path_factory, *flags):
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("needs Debian's chromium and chromium-driver (`make system` as root installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS + list(flags) + [f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"]:
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    driver = chromium(tmp_path_factory)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory):
+    """A browser with the network off: every request goes to a proxy that is not there (file:// pages still load)."""
+    driver = chromium(tmp_path_factory, "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>")
+    yield driver
+    driver.quit()
+
+
+def local_path(url):
+    return Path(unquote(urlsplit(url).path))
+
+
+def visit(browser, url):
+    """Open url, wait until the page it ends on has loaded (index.html redirects to intro.html), return its path."""
+    browser.get(url)
+    WebDriverWait(browser, 30).until(lambda b: b.execute_script(
+        "return document.readyState == 'complete' && !document.querySelector('meta[http-equiv=Refresh]')"))
+    return local_path(browser.current_url)
+
+
+def crawl(browser, index):
+    """Visit every HTML page reachable from index.html; return {page: (ids, links, images)} as the browser sees them.
+
+    links are absolute file:// URLs of the book; images are (src, naturalWidth) once the page has loaded.
+    """
+    root, seen, todo = index.parent, {}, [index.as_uri()]
+    while todo:
+        url = todo.pop()
+        page = local_path(url)
+        if page in seen:
+            continue
+        page = visit(browser, url)
+        seen[page] = browser.execute_script("""
+            return [[...document.querySelectorAll('[id]')].map(e => e.id),
+                    [...document.querySelectorAll('a[href]')].map(a => a.href).filter(h => h.startsWith('file:')),
+                    [...document.images].map(i => [i.src, i.complete ? i.naturalWidth : 0])];""")
+        todo += [h.split("#")[0] for h in seen[page][1]
+                 if h.split("#")[0].endswith(".html") and local_path(h).is_relative_to(root)]
+    return seen
+
+
+@pytest.fixture(scope="module")
+def pages(built, browser):
+    return crawl(browser, built[0])
+
+
+def test_every_claim_page_is_in_the_book(built, pages):
+    html = built[0].parent
+    assert html / "intro.html" in pages
+    assert {html / "claims" / f"{c.id}.html" for c in built[1]} <= set(pages)
+
+
+def test_every_internal_link_resolves(pages):
+    broken = []
+    for page, (_, links, _) in pages.items():
+        for link in links:
+            target, fragment = local_path(link), urlsplit(link).fragment
+            if not target.exists() or (fragment and target in pages and unquote(fragment) not in pages[target][0]):
+                broken.append(f"{page.name} -> {link}")
+    assert not broken
+
+
+def test_every_image_loaded_and_every_figure_shown(built, pages):
+    html, done = built[0].parent, built[1]
+    assert not [(page.name, src) for page, (_, _, images) in pages.items() for src, width in images if width <= 0]
+    for claim, (path, _) in done.items():
+        figures = sum("image/png" in out.get("data", {}) for cell in nbformat.read(path, as_version=4).cells
+                      for out in cell.get("outputs", []))
+        assert len(pages[html / "claims" / f"{claim.id}.html"][2]) >= figures, claim.id
+
+
+def test_every_plot_is_a_numbered_figure_with_a_caption(built, browser):
+    """A plot on a claim page is a figure with its number and caption (the `mystnb.figure` metadata of the cell that
+    draws it), so that the prose can refer to it and a reader knows what it shows."""
+    html, bare = built[0].parent, {}
+    for claim in built[1]:
+        visit(browser, (html / "claims" / f"{claim.id}.html").as_uri())
+        if n := browser.execute_script("""return [...document.querySelectorAll('.cell_output img')].filter(i => {
+                const caption = i.closest('figure')?.querySelector('figcaption');
+                return !(caption?.querySelector('.caption-number') && caption.innerText.trim().length > 40);}).length;"""):
+            bare[claim.id] = n
+    assert not bare
+
+
+def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
+    index, done, swept = built
+    visit(browser, index.as_uri())
+    rows = browser.execute_script("""
+        return [...document.querySelectorAll('table tbody tr')].map(tr =>
+            [[...tr.cells].map(td => td.innerText.trim()), tr.cells[0].querySelector('a')?.href ?? null,
+             [...tr.querySelectorAll('.outcome')].map(e => getComputedStyle(e).backgroundColor)]);""")
+    by_claim = {cells[0]: (cells, href, colours) for cells, href, colours in rows}
+    assert list(by_claim) == list(CLAIMS)
+    for id_, (cells, href, colours) in by_claim.items():
+        claim = CLAIMS[id_]
+        if claim in done:
+            page = done[claim][1]["verdict"]["outcome"]
+            assert cells[5] == page and colours[-1] == COLOURS[page], id_
+            assert href and local_path(href) == index.parent / "claims" / f"{id_}.html", id_
+        else:
+            assert cells[5] == "not reproduced yet" and href is None, id_
+        assert cells[4] == generated.setting_word(claim), id_
+        if claim in swept:
+            headline, k, stale = swept[claim]
+            marks = ["stale"] * bool(stale) + ["uninformative check"] * (headline == I)
+            assert cells[1] == headline + (f" ({', '.join(marks)})" if marks else "") and colours[0] == COLOURS[headline]
+            assert cells[2] == f"{k} of 5 seeds", id_
+            control = CONTROLS[list(swept).index(claim)]
+            assert cells[3] == ({R: evidence.MIXED, N: N}[control[0]] if control else "not run yet"), id_
+        else:
+            assert cells[1] == "no sweep yet" and cells[2] == "", id_
+    text = browser.find_element("tag name", "main").text
+    assert "is REPRODUCED when at least 80% of the seeds reproduce (4 of 5)" in text  # evidence.RULE
+    assert "is *uninformative*" not in text and "is uninformative" in text  # evidence.RULE, rendered
+    for prefix in PAPERS:
+        assert f"{prefix} {sum(c.startswith(prefix + '-') for c in CLAIMS)}" in text  # the summary's scope
+
+
+def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
+    index, done, swept = built
+    for claim, (headline, k, stale) in swept.items():
+        visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
+        box = browser.find_element("css selector", ".admonition.seeds")
+        assert f"Over 5 seeds: {headline}" in box.text and f"({k} of 5 reproduce)" in box.text, claim.id
+        per_seed = box.find_elements("css selector", "table")[0].find_elements("css selector", "tbody tr")
+        assert [r.text.split()[0] for r in per_seed] == ["0", "1", "2", "3", "4"], claim.id
+        per_row = {cells[1]: cells for cells in ([td.text for td in r.find_elements("css selector", "td")] for r in
+                   box.find_elements("css selector", "table")[1].find_elements("css selector", "tbody tr"))}
+        assert per_row["fit"][2] == f"{5 - SWEEPS[list(swept).index(claim)][0].count(I)} of 5", claim.id
+        assert per_row["claim"][4] == ">= 0.5 (ours: synthetic)", claim.id
+        if headline == I:  # the check holds in 3 of 5 control seeds; raising its threshold past 1 fails every seed
+            assert per_row["claim"][5] == "3 of 5 (uninformative)" and per_row["claim"][7] == "1 → NOT REPRODUCED"
+            assert "The seeds alone give REPRODUCED" in box.text and "a synthetic control" in box.text
+        assert ("Stale seeds" in box.text) == bool(stale), claim.id
+        departs = generated.departures(claim)
+        assert ("Setting: a substitute" in box.text) == bool(departs), claim.id
+        assert all(d.split()[0] in box.text for d in departs or []), claim.id
+    others = [c for c in done if c not in swept]
+    if others:
+        visit(browser, (index.parent / "claims" / f"{others[0].id}.html").as_uri())
+        assert "No sweep over seeds is stored" in browser.find_element("css selector", ".admonition.seeds").text
+
+
+def test_results_of_other_profiles_are_shown_beside_the_default(built, browser):
+    index, done, _ = built
+    claim, profile, gpu = OTHER
+    if claim not in done:
+        pytest.skip(f"{claim.id} has no committed notebook")
+    visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
+    box = browser.find_element("css selector", ".admonition.seeds")
+    link = box.find_element("link text", profile)
+    assert gpu in box.text and local_path(link.get_attribute("href")).name == f"{claim.id}-{profile}.html"
+    visit(browser, link.get_attribute("href"))
+    assert gpu in next(e.text for e in browser.find_elements("css selector", ".admonition") if "Provenance" in e.text)
+
+
+def test_another_profiles_page_gets_its_own_figure_names():
+    """The paper profile's page is a second copy of the claim's notebook: its figures and the references to them are
+    renamed, so that each label is once in the book (a strict build fails on a duplicate)."""
+    nb = generated.relabel(nbformat.read(CLAIMS["PFC-1"].notebook, as_version=4), "paper")
+    names = [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells if "figure" in c.metadata.get("mystnb", {})]
+    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert names and all(n.endswith("-paper") for n in names)
+    assert "<fig-pfc-1-1-paper>" in prose and "<fig-pfc-1-1>" not in prose
+
+
+def test_findings_page_gathers_the_tagged_cells_and_the_claims_that_did_not_reproduce(built, browser):
+    index, done, swept = built
+    visit(browser, (index.parent / "findings.html").as_uri())
+    text = browser.find_element("tag name", "main").text
+    tagged = [c for c, (path, _) in done.items() if any("finding" in cell.metadata.get("tags", [])
+                                                       for cell in nbformat.read(path, as_version=4).cells)]
+    for claim in tagged:
+        assert f"{claim.id}: {claim.title}" in text, claim.id
+    for claim, (headline, k, _) in swept.items():
+        assert (f"{claim.id} {claim.title}: {headline}, {k} of 5 seeds reproduce" in text) == (headline != R)
+
+
+def test_claim_pages_state_their_provenance(built, browser):
+    index, done, _ = built
+    for claim, (_, meta) in done.items():
+        visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
+        boxes = [e.text for e in browser.find_elements("css selector", ".admonition") if "Provenance" in e.text]
+        assert len(boxes) == 1, claim.id
+        facts = [meta["commit"], f"{meta['wall_s']} s", f"device {meta['provenance']['device']}",
+                 f"torch {meta['provenance']['torch']}"] + [f"{k}={v!r}" for k, v in meta["parameters"].items()]
+        for fact in facts:
+            assert fact in boxes[0], (claim.id, fact)
+
+
+WIDTHS = (1400, 1280, 420)
+OUTSIDE = """
+    const w = document.documentElement.clientWidth, bad = [];
+    for (const e of document.querySelectorAll(arguments[0])) {
+        const r = e.getBoundingClientRect(), box = e.closest('.nbdemo-table')?.getBoundingClientRect() ?? {right: w};
+        if (e.innerText.trim() && (r.width == 0 || r.left < 0 || r.right > Math.min(w, box.right) + 0.5))
+            bad.push([e.innerText, r.left, r.right, box.right]);
+    }
+    return [w, document.documentElement.scrollWidth, bad];"""
+
+
+def outside(browser, selector):
+    """The elements matching selector that have text and are hidden or not wholly inside the viewport's width and
+    their table's column (a table wider than the column runs under the sidebar); fails when the page scrolls
+    sideways."""
+    width, scroll, bad = browser.execute_script(OUTSIDE, selector)
+    assert scroll <= width, f"the page is {scroll} px wide in a {width} px viewport"
+    return bad
+
+
+@pytest.fixture(params=WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+def width(request, browser):
+    browser.set_window_size(request.param, 900)
+    yield request.param
+    browser.set_window_size(1400, 900)
+
+
+def test_dashboard_shows_every_column_without_scrolling_sideways(built, browser, width):
+    index = built[0]
+    visit(browser, index.as_uri())
+    assert not outside(browser, "table.dashboard td")
+    cells = browser.execute_script("return [...document.querySelectorAll('table.dashboard tbody tr')]"
+                                   ".map(tr => [...tr.cells].map(td => td.dataset.label))")
+    assert all(labels == generated.DASHBOARD for labels in cells) and len(cells) == len(CLAIMS)
+    if width > 1000:  # the column is wide enough for the header row
+        assert not outside(browser, "table.dashboard th")
+
+
+def test_claim_pages_show_outcome_and_measured_values_without_scrolling_sideways(built, browser, width):
+    index, done, _ = built
+    for claim, (_, meta) in done.items():
+        visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
+        assert not outside(browser, ".admonition.seeds .outcome, table.nbdemo td"), (claim.id, width)
+        table = browser.find_element("css selector", "table.verdict")
+        rows = [[td.text for td in tr.find_elements("css selector", "td")]
+                for tr in table.find_elements("css selector", "tbody tr")]
+        assert [(r[0], r[2], r[3]) for r in rows] == [
+            (generated.MARKS[r["ok"]], generated.readable(r["name"]), generated.readable(r["measured"])) for r in meta["verdict"]["rows"]]
+        # the printed text table (what nbval compares) is kept, behind a toggle
+        assert not browser.find_element("css selector", ".tag_nbval-check-output .cell_output").is_displayed()
+
+
+def test_maths_renders_with_the_network_off(built, offline):
+    """MathJax is served from the book (Debian's libjs-mathjax), so MLI-9's maths is typeset offline."""
+    index, done, _ = built
+    if not (book.MATHJAX / "MathJax.js").exists():
+        pytest.skip("needs Debian's libjs-mathjax (`make system` as root installs it)")
+    claim = CLAIMS["MLI-9"]
+    if claim not in done:
+        pytest.skip("MLI-9 has no committed notebook")
+    visit(offline, (index.parent / "claims" / "MLI-9.html").as_uri())
+    scripts = offline.execute_script("return [...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s))")
+    assert scripts and all(s.startswith("file:") for s in scripts), scripts
+    count = "return [document.querySelectorAll('.math').length, document.querySelectorAll('.math:has(.MathJax_CHTML)').length]"
+    WebDriverWait(offline, 30).until(lambda b: (n := b.execute_script(count))[0] and n[0] == n[1])
+    text = offline.find_element("tag name", "main").text
+    assert "\\(" not in text and "\\[" not in text
+
+
+def test_bibliography_entries_link_to_the_papers(built, browser):
+    index = built[0]
+    visit(browser, index.as_uri())
+    links = {a.get_attribute("href") for a in browser.find_elements("css selector", ".citation a")}
+    for eprint in ("2112.00980", "2105.05553", "2405.00985", "2210.01019"):
+        assert f"https://arxiv.org/abs/{eprint}" in links, eprint
+
+
+PROSE = """const main = document.querySelector('main').cloneNode(true);
+    main.querySelectorAll('pre, code, .cell_input, .cell_output').forEach(e => e.remove());
+    return main.innerText;"""
+
+
+def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
+    """"l.278" points at a line of the project's private text copy of a paper, which no reader has (code may keep
+    them in comments, and the printed verdict of a cell keeps them)."""
+    found = {}
+    for page in pages:
+        visit(browser, page.as_uri())
+        if refs := re.findall(r".{20}\bl\.\s?\d+.{0,10}", browser.execute_script(PROSE)):
+            found[page.name] = refs
+    assert not found
+    assert generated.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
+        "peaks (§3.3), then falls: Fig. 2a (Fig. 7)"
+    assert generated.glued_from(CLAIMS["PFC-5"], "norm {glue:text}`gd:.2g`, {glue}`claims/PFC-6.ipynb::x`") == \
+        "norm {glue:text}`claims/PFC-5.ipynb::gd:.2g`, {glue}`claims/PFC-6.ipynb::x`"  # a finding copied elsewhere
+    assert generated.readable("'learned in the first phase' (l.170, l.178): not already") == \
+        "'learned in the first phase': not already"
+
+
+def test_claim_pages_say_how_to_rerun_them(built, browser):
+    index, done, _ = built
+    for claim in done:
+        visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
+        box = browser.find_element("css selector", ".admonition.rerun").text
+        assert f"nbdemo run {claim.id}\n" in box and f"nbdemo sweep {claim.id} --seeds 0-4" in box, claim.id
+        assert (f"nbdemo run {claim.id} --profile paper" in box) == ("paper" in params.profiles(claim)), claim.id
+        link = browser.find_element("css selector", ".admonition.rerun a").get_attribute("href")
+        assert link == f"{generated.urls()['Repository']}/blob/main/notebooks/{claim.id}.ipynb"
+
+
+def test_the_book_links_its_repository_and_says_how_to_cite_it(built, browser):
+    index = built[0]
+    visit(browser, index.as_uri())
+    hrefs = browser.execute_script("return [...document.querySelectorAll('a')].map(a => a.href)")
+    repo, site = generated.urls()["Repository"], generated.urls()["Documentation"]
+    assert repo in hrefs and any(h.startswith(f"{repo}/issues") for h in hrefs)
+    canonical = browser.find_element("css selector", "link[rel=canonical]").get_attribute("href")
+    assert canonical == f"{site}intro.html"
+    text = browser.find_element("tag name", "main").text
+    assert "How to cite" in text and "@software{nbdemo" in text and site in text
+
+
+def test_the_book_opens_with_a_reproducibility_summary_and_each_chapter_lists_its_claims(built, browser):
+    index, done, swept = built
+    visit(browser, index.as_uri())
+    first = browser.find_element("css selector", "main section section")
+    assert first.find_element("tag name", "h2").text.startswith("Reproducibility summary")
+    text = first.text
+    assert f"{len(CLAIMS)} claims of four papers" in text and "Setting:" in text and "Main findings" in text
+    headlines = [h for h, _, _ in swept.values()]
+    for h in set(headlines):
+        assert f"{headlines.count(h)} {h}" in text, h
+    assert f"{len(CLAIMS) - len(swept)} without a sweep yet" in text
+    for prefix in PAPERS:
+        visit(browser, (index.parent / f"{prefix.lower()}.html").as_uri())
+        rows = browser.find_elements("css selector", "table.chapter tbody tr")
+        assert [r.find_element("tag name", "td").text for r in rows] == [c for c in CLAIMS if c.startswith(prefix + "-")]
+    for claim, (headline, _, _) in swept.items():  # the outcome box is coloured by the headline over seeds
+        visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
+        colour = browser.execute_script(
+            "return getComputedStyle(document.querySelector('.admonition.seeds')).borderLeftColor")
+        assert colour == COLOURS[headline], claim.id

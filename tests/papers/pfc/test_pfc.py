@@ -1,0 +1,329 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from nbdemo.papers.pfc import metrics as pfc
+
+
+def simplex_etf(K, D, n, scale=3.0, seed=0):
+    """n copies of each vertex of a K-class simplex ETF embedded in R^D by a random partial isometry."""
+    g = torch.Generator().manual_seed(seed)
+    U = torch.linalg.qr(torch.randn(D, K, generator=g, dtype=torch.float64))[0]
+    M = scale * (K / (K - 1)) ** 0.5 * U @ (torch.eye(K, dtype=torch.float64) - 1 / K)  # D x K, Eq. (1)
+    y = torch.arange(K).repeat_interleave(n)
+    return M.T[y] + 5.0, y  # shifted: the metrics centre at the global mean
+
+
+def noisy_classes(K=4, D=12, n=30, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(K).repeat_interleave(n)
+    return torch.randn(K, D, generator=g)[y] * 0.7 + torch.randn(K * n, D, generator=g), y
+
+
+def test_exact_etf_is_fully_collapsed():
+    H, y = simplex_etf(K=5, D=20, n=7)
+    assert pfc.pfc1(H, y) == pytest.approx(0, abs=1e-12)
+    assert pfc.pfc2(H, y) == pytest.approx(0, abs=1e-7)
+    assert pfc.pfc3(H, y) == 1.0
+
+
+def test_rotation_translation_and_scale_leave_metrics_unchanged():
+    H, y = noisy_classes()
+    Q = torch.linalg.qr(torch.randn(12, 12, generator=torch.Generator().manual_seed(2)))[0]
+    before = pfc.pfc_metrics(H, y)
+    after = pfc.pfc_metrics(3.7 * H @ Q + 11.0, y)
+    assert before["PFC1"] > 0.05 and before["PFC2"] > 0.05 and before["PFC3"] < 1
+    for k in before:
+        assert after[k] == pytest.approx(before[k], rel=1e-5)
+
+
+def test_pfc1_analytic_two_clusters():
+    # classes at -m and +m on e1, each with two points at +-s on e2: tr Sigma_W = s^2, tr Sigma_B = m^2
+    m, s = 2.0, 0.5
+    H = torch.tensor([[-m, s], [-m, -s], [m, s], [m, -s]])
+    y = torch.tensor([0, 0, 1, 1])
+    assert pfc.pfc1(H, y) == pytest.approx(s ** 2 / m ** 2)
+
+
+def test_pfc2_two_classes_is_always_an_etf_and_collinear_means_are_not():
+    H, y = noisy_classes(K=2)
+    assert pfc.pfc2(H, y) == pytest.approx(0, abs=1e-7)
+    K = 4
+    y = torch.arange(K).repeat_interleave(3)
+    H = torch.tensor([0.0, 1.0, 3.0, 7.0])[y, None] * torch.ones(1, 6)  # class means on one line
+    assert pfc.pfc2(H, y) == pytest.approx(math.sqrt(2 - 2 / math.sqrt(K - 1)))
+
+
+def test_pfc3_counts_the_nearest_mean():
+    # class 0 = {0, 0, 3} (mean 1), class 1 = {2, 2, 2} (mean 2): the point 3 is nearer the other mean
+    H = torch.tensor([0.0, 0.0, 3.0, 2.0, 2.0, 2.0])[:, None]
+    y = torch.tensor([0, 0, 0, 1, 1, 1])
+    assert pfc.pfc3(H, y) == pytest.approx(5 / 6)
+
+
+def test_relative_depth_and_straightness():
+    x = torch.randn(10, 3)
+    d = torch.randn(10, 3)
+    feats = [x, x + d, x + 2 * d, x + 5 * d]  # displacements 1, 1, 3 (in units of ||d||)
+    np.testing.assert_allclose(pfc.relative_depth(feats), [0, 0.2, 0.4, 1.0], atol=1e-12)
+    assert pfc.straightness(feats) == pytest.approx(1.0)
+    bent = [x, x + d, x]  # out and back: the chord is zero
+    assert pfc.straightness(bent) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_geodesic_endpoints_and_theorem1_monotone_pfc1():
+    H0, y = noisy_classes()
+    means, _ = pfc.class_means(H0, y)
+    H1 = 2 * means[y]  # collapsed end point aligned with the input means: Theorem 1's assumption holds
+    assert pfc.theorem1_inner(H0, H1, y) > 0
+    assert pfc.theorem1_inner(H0, -H1, y) < 0
+    ts = np.linspace(0, 1, 21)
+    curve = pfc.geodesic(H0, H1, y, ts)
+    assert curve["PFC1"][0] == pytest.approx(pfc.pfc1(H0, y))
+    assert curve["PFC1"][-1] == pytest.approx(0, abs=1e-12)
+    assert curve["PFC2"][-1] == pytest.approx(pfc.pfc2(H1, y))
+    assert np.all(np.diff(curve["PFC1"]) < 0)
+
+
+def on_the_line(H0, H1, ts):
+    return [(1 - t) * H0 + t * H1 for t in ts]
+
+
+def test_layers_on_the_geodesic_pass_the_geodesic_checks_and_beat_the_null_model():
+    H0, y = noisy_classes()
+    means, _ = pfc.class_means(H0, y)
+    feats = on_the_line(H0.double(), 2 * means[y], [0, 0.1, 0.3, 0.6, 0.85, 1])  # collapsed end point
+    pos = pfc.relative_depth(feats)
+    np.testing.assert_allclose(pos, [0, 0.1, 0.3, 0.6, 0.85, 1], atol=1e-12)  # constant speed along the line
+    measured = pfc.layer_metrics(feats, y)
+    predicted = {k: np.interp(pos, np.linspace(0, 1, 101), v)
+                 for k, v in pfc.geodesic(feats[0], feats[-1], y, np.linspace(0, 1, 101)).items()}
+    measured["PFC1"][-1] = predicted["PFC1"][-1] = 1e-3  # log10 needs a positive end point
+    for name, log in [("PFC1", True), ("PFC2", False)]:
+        geo = pfc.curve_error(measured[name], predicted[name], log=log)
+        null = pfc.curve_error(measured[name], pfc.linear_in_position(measured[name], pos, log=log), log=log)
+        assert geo < 0.02 < null  # the curve is not linear in position: the null model misses it
+    assert pfc.geodesic_distance(feats, pos) == pytest.approx(0, abs=1e-12)
+
+
+def test_the_geodesic_check_fails_when_layers_follow_the_null_model_instead():
+    # Measured values exactly linear in position (in log10 for PFC1) while the geodesic predicts a bent curve.
+    pos = np.linspace(0, 1, 6)
+    measured = 10 ** (0 - 2 * pos)
+    predicted = 10 ** (0 - 2 * pos ** 0.3)  # collapses early in depth, like a geodesic curve that drops fast
+    predicted[[0, -1]] = measured[[0, -1]]
+    assert pfc.curve_error(measured, pfc.linear_in_position(measured, pos, log=True), log=True) == pytest.approx(0)
+    geo = pfc.curve_error(measured, predicted, log=True)
+    assert geo > 0.25  # outside a tolerance of a quarter of the endpoint range: the check fails
+
+
+def test_geodesic_distance_of_a_bent_path():
+    x = torch.zeros(4, 2, dtype=torch.float64)
+    e1, e2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    feats = [x, x + e2, x + e2 + e1, x + e1]  # around three sides of a unit square: positions 0, 1/3, 2/3, 1
+    pos = pfc.relative_depth(feats)
+    # layer 1 is at (0, 1), the line's point at t = 1/3 is (1/3, 0): distance sqrt(1/9 + 1) over a chord of 1
+    assert pfc.geodesic_distance(feats, pos) == pytest.approx((1 / 9 + 1) ** 0.5)
+
+
+def test_theorem1_inner_equals_between_class_scatter_for_identical_ends():
+    H, y = noisy_classes()
+    means, _ = pfc.class_means(H, y)
+    expected = float(((means - H.double().mean(0)) ** 2).sum())
+    assert pfc.theorem1_inner(H, H, y) == pytest.approx(expected)
+
+
+def test_data_alignment():
+    X, _ = noisy_classes()
+    assert pfc.data_alignment(4 * X, X) == pytest.approx(0, abs=1e-7)
+    assert pfc.data_alignment(-X, X) == pytest.approx(2.0)
+
+
+# --- the MUFM / UFM solvers of nbdemo.papers.pfc.ufm (Eq. 13, MSE loss), and the ResNets' training of nbdemo.papers.pfc.experiment ---
+from nbdemo.papers.pfc import experiment as models  # noqa: E402
+from nbdemo.papers.pfc import figures, resnets
+from nbdemo.papers.pfc import ufm as mufm  # noqa: E402
+
+
+def small_mufm(K=3, d=6, n=10):
+    X, y = mufm.gaussian_classes(K, d, n, seed=3)
+    return X, y, torch.nn.functional.one_hot(y).double()
+
+
+def test_closed_forms_zero_their_block_gradient():
+    X, y, Y = small_mufm()
+    g = torch.Generator().manual_seed(4)
+    W = torch.randn(3, 6, generator=g, dtype=torch.float64)
+    H = torch.randn(30, 6, generator=g, dtype=torch.float64)
+    gW, _ = mufm.mufm_gradients(mufm.w_star(H, y, 0.05), H, X, Y, 0.05, 0.01, 30)
+    _, gH = mufm.mufm_gradients(W, mufm.mufm_h_star(W, X, Y, 0.01), X, Y, 0.05, 0.01, 30)
+    assert float(gW.abs().max()) < 1e-12 and float(gH.abs().max()) < 1e-12
+
+
+def test_gd_in_the_reduced_basis_equals_plain_gd():
+    X, y, Y = small_mufm()
+    W, H, _ = mufm.solve_mufm_gd(X, y, lam_W=0.05, lams=[0.01], steps=50, lr=0.5, seed=5)
+    g = torch.Generator().manual_seed(5)  # the solver's own initial draw, then 50 plain GD steps on (W, H)
+    W0 = torch.randn(3, 6, generator=g, dtype=torch.float64)
+    H0 = torch.randn(30, 6, generator=g, dtype=torch.float64)
+    for _ in range(50):
+        gW, gH = mufm.mufm_gradients(W0, H0, X, Y, 0.05, 0.01, 30)
+        W0, H0 = W0 - 0.5 * gW, H0 - 0.5 * gH
+    torch.testing.assert_close(W[0], W0, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(H[0], H0, rtol=1e-10, atol=1e-10)
+
+
+def test_exact_solver_converges_and_ufm_optimum_is_collapsed():
+    X, y, _ = small_mufm()
+    both = torch.stack([X, torch.zeros_like(X)])
+    W, H, gn = mufm.solve_mufm_exact(both, y, lam_W=0.05, lams=[0.01, 0.01])
+    assert float(gn.max()) < 1e-8
+    assert pfc.pfc1(H[1], y) < 1e-10 and pfc.pfc2(H[1], y) < 1e-5  # UFM: neural collapse
+    assert pfc.pfc1(H[0], y) > 1e-3  # MUFM: the data keeps it from collapsing (Theorem 4)
+
+
+def test_milestones_as_fractions_of_the_run():
+    assert models.milestone_steps(1200, [0.8, 0.9]) == [960, 1080]
+    assert models.milestone_steps(148224, models.PAPER_MILESTONES) == [49549, 98675]  # epochs 117, 233 of 350
+
+
+def test_train_recorded_and_the_terminal_phase_rows():
+    from nbdemo.claims.verdict import Verdict
+
+    X, y = noisy_classes(K=3, D=8, n=20)
+    model = resnets.FCResNet(8, 16, 2, 3)
+    hist, feats, acc = models.train_recorded(model, X, y, steps=100, lr_milestones=[0.8, 0.9], batch_size=16,
+                                             lr=0.05, momentum=0.9, progress=False)
+    assert hist.steps == [0, 2, 3, *range(4, 101, 2)]  # every 100 // 50 steps, and the end of the first epoch (60 // 16)
+    assert hist["PFC1"].shape == (len(hist.steps), 3)
+    torch.testing.assert_close(feats[-1], resnets.block_features(model, X)[-1])  # the features after training
+    with torch.no_grad():
+        out = model(X)
+    assert acc == pytest.approx(float((out.argmax(1) == y).double().mean()))
+    assert hist["train_errors"][-1] == int((out.argmax(1) != y).sum())
+    assert hist["train_loss"][-1] == pytest.approx(float(torch.nn.functional.cross_entropy(out.double(), y)))
+    v = Verdict("PFC-1")
+    models.require_terminal_phase(v, hist, len(y))
+    assert [r["kind"] for r in v.rows] == ["requirement"] * 3
+    assert all(r["source"] for r in v.rows)
+
+
+def test_terminal_phase_rows_of_an_untrained_net_fail_without_crashing():
+    from nbdemo.claims.verdict import Verdict
+
+    X, y = noisy_classes(K=3, D=8, n=20)
+    hist, feats, acc = models.train_recorded(resnets.FCResNet(8, 16, 2, 3), X, y, steps=0, lr_milestones=[0.8, 0.9],
+                                             batch_size=16, lr=0.05, progress=False)
+    assert hist.steps == [0] and len(feats) == 3
+    v = Verdict("PFC-1")
+    models.require_terminal_phase(v, hist, len(y))
+    phase = next(r for r in v.rows if r["name"].startswith("terminal phase"))
+    assert phase["value"] == "nan" and phase["ok"] is False  # never at zero error: no terminal phase
+    assert not any(r["ok"] for r in v.rows)
+
+
+def history(errors, loss, ncc=1.0, steps=None):
+    from nbdemo.ml.train import History
+
+    h = History()
+    for s, e, l in zip(steps or range(len(errors)), errors, loss):
+        h.add(s, {"train_errors": e, "train_loss": l, "PFC3": [0.5, ncc]})
+    return h
+
+
+def test_the_terminal_phase_begins_at_zero_error_and_needs_a_falling_loss():
+    from nbdemo.claims.verdict import Verdict
+
+    def rows(h, n=200):
+        v = Verdict("PFC-1")
+        models.require_terminal_phase(v, h, n)
+        return {r["name"]: r["ok"] for r in v.rows}
+
+    assert models.terminal_phase(history([5, 0, 0], [1.0, 0.1, 0.05], steps=[0, 10, 20])) == (10, 0.1, 0.05)
+    assert all(rows(history([5, 0, 0], [1.0, 0.1, 0.05])).values())
+    assert not rows(history([5, 3, 0], [1.0, 0.5, 0.05]))["terminal phase: loss still falling after zero error"]
+    assert not rows(history([5, 0, 0], [1.0, 0.05, 0.06]))["terminal phase: loss still falling after zero error"]
+    assert not rows(history([5, 0, 1], [1.0, 0.1, 0.05]))["training error 0"]
+    # NCC error: 2 of 200 is the 1% allowed, 3 is not (compared as counts, not floats)
+    assert rows(history([5, 0, 0], [1.0, 0.1, 0.05], ncc=0.99))["last layer NCC-separable: NCC error"]
+    assert not rows(history([5, 0, 0], [1.0, 0.1, 0.05], ncc=0.985))["last layer NCC-separable: NCC error"]
+
+
+def test_effective_depth_is_the_first_layer_as_ncc_accurate_as_the_last():
+    assert models.effective_depth([170, 180, 199, 198, 199], 200) == 2
+    assert models.effective_depth([199, 180, 190, 199], 200) == 0
+    assert models.effective_depth([150, 120, 115], 200) == 2  # last layer not NCC separable: every layer before it
+    np.testing.assert_array_equal(models.ncc_correct({"PFC3": [0.985, 0.9850000001, 1.0]}, 200), [197, 197, 200])
+
+
+def test_check_across_depth_scores_the_blocks_before_effective_depth():
+    from nbdemo.claims.verdict import Verdict
+
+    n = 200
+    # effective depth 3 (199 of 200 first reached at layer 3); block 4 breaks every order but is after it
+    metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5, 0.9]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6, 0.65]),
+               "PFC3": np.array([0.9, 0.95, 0.95 + 1e-12, 0.995, 0.995])}
+    v = Verdict("PFC-1")
+    assert models.check_across_depth(v, metrics, n) == 3
+    checks = {r["name"]: r["ok"] for r in v.rows if r["kind"] == "check"}
+    assert len(checks) == 3 and all(checks.values())  # equal accuracies (up to float rounding) are no drop
+    notes = {r["name"]: r["value"] for r in v.rows if r["kind"] == "note"}
+    assert notes["PFC1: blocks after effective depth in order"] == 0
+    assert models.pairs_in_order(metrics, n, 3) == 9
+    # a drop of one image before effective depth fails the PFC3 check; PFC2 rising at block 1 fails its check
+    metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5]), "PFC2": np.array([0.5, 0.6, 0.4, 0.3]),
+               "PFC3": np.array([0.9, 0.95, 0.945, 0.995])}
+    v = Verdict("PFC-1")
+    models.check_across_depth(v, metrics, n)
+    ok = {r["name"]: r["ok"] for r in v.rows if r["kind"] == "check"}
+    assert ok == {"PFC1 decreases across depth (blocks 1..L0)": True, "PFC2 decreases across depth (blocks 1..L0)": False,
+                  "NCC-correct samples never fewer across depth (blocks 1..L0)": False}
+
+
+def test_no_block_before_effective_depth_fails_the_checks():
+    from nbdemo.claims.verdict import Verdict
+
+    v = Verdict("PFC-1")
+    metrics = {"PFC1": np.array([1.0, 0.5]), "PFC2": np.array([0.9, 0.8]), "PFC3": np.array([1.0, 1.0])}
+    assert models.check_across_depth(v, metrics, 100) == 0
+    assert not any(r["ok"] for r in v.rows if r["kind"] == "check")
+
+
+def test_measure_layers_gives_the_effective_depth():
+    X, y = noisy_classes(K=4, D=12, n=30)
+    H, _ = simplex_etf(K=4, D=12, n=30)
+    feats = [X, X + 0.5 * (H - X), H]  # layer 0 not NCC separable, the last layer an exact ETF
+    metrics, pos, L0 = models.measure_layers(feats, y)
+    assert metrics["PFC3"][0] < 1 and metrics["PFC3"][-1] == 1.0 and pos[0] == 0 and pos[-1] == pytest.approx(1)
+    assert L0 == models.effective_depth(models.ncc_correct(metrics, len(y)), len(y)) > 0
+
+
+def test_depth_order_verdict_holds_the_rows_pfc1_and_pfc4_share():
+    n = 200
+    metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5, 0.9]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6, 0.65]),
+               "PFC3": np.array([0.9, 0.95, 0.95, 0.995, 0.995])}
+    v = models.depth_order_verdict("PFC-1", history([5, 0, 0], [1.0, 0.1, 0.05], ncc=0.995), metrics, n)
+    assert [r["name"] for r in v.rows] == [
+        "training stayed finite", "training error 0", "terminal phase: loss still falling after zero error",
+        "last layer NCC-separable: NCC error", "effective depth L0 (first layer as NCC-accurate as the last)",
+        "PFC1 decreases across depth (blocks 1..L0)", "PFC1: blocks after effective depth in order",
+        "PFC2 decreases across depth (blocks 1..L0)", "PFC2: blocks after effective depth in order",
+        "NCC-correct samples never fewer across depth (blocks 1..L0)", "PFC3: blocks after effective depth in order",
+        "last layer's PFC1 (0 at full collapse)", "PFC1 of the last layer / of layer 0"]
+    assert v.rows[-1]["value"] == pytest.approx(0.3) and v.outcome == "REPRODUCED"
+    assert [r["name"] for r in models.terminal_phase_verdict("PFC-2", history([5, 0, 0], [1, 0.1, 0.05]), n).rows] \
+        == [r["name"] for r in v.rows[:4]]
+
+
+def test_the_figures_fit_the_book_column_with_labels_and_the_papers_pfc3():
+    metrics = {"PFC1": np.array([3.0, 2.0, 1.0]), "PFC2": np.array([0.9, 0.8, 0.7]), "PFC3": np.array([0.9, 0.95, 1.0])}
+    h = history([5, 0, 0], [1.0, 0.1, 0.05])
+    for name, values in metrics.items():
+        h.records[name] = [values * (1 + 0.1 * s) for s in range(3)]
+    for fig in [figures.plot_layers(np.array([0, 0.4, 1]), metrics, L0=2), figures.plot_evolution(h)]:
+        panels = [ax for ax in fig.axes if ax.get_xlabel() != ""][:3]
+        assert fig.get_size_inches()[0] <= 9 and len(panels) == 3 and all(ax.get_ylabel() for ax in panels)
+        paper_lines = [l for l in panels[2].get_lines() if l.get_label().startswith("paper:")]
+        assert len(paper_lines) == 1 and list(paper_lines[0].get_ydata()) == [1, 1]
