@@ -1,7 +1,9 @@
-# `make book` and `make test` set up .venv (again only when pyproject.toml changed) and the data first.
+# `make book` and `make test` set up .venv from the lock (again only when the lock or pyproject.toml changed) and the
+# data first. The lock (requirements.lock, made by `make lock` from pyproject.toml) pins every package with its hashes.
 VENV  := .venv
 BIN   := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+LOCK  := requirements.lock
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(wildcard $(LOCK)) | sha1sum | cut -c1-12)
 # OpenMP threads sleep at barriers rather than spin: on 2 shared cores spinning slows torch many times over.
 export OMP_WAIT_POLICY ?= PASSIVE
 # torch's and oneDNN's CPU kernels at AVX2 on every processor, as nbdemo.runner.KERNEL_ENV sets for runs: AVX-512
@@ -10,15 +12,27 @@ export ATEN_CPU_CAPABILITY ?= avx2
 export ONEDNN_MAX_CPU_ISA ?= AVX2
 ROOT_APT := $(shell [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo yes)
 
-.PHONY: setup system book test publish clean
+.PHONY: setup system lock book test publish clean
 
 setup: $(STAMP) system
 
-$(STAMP): pyproject.toml
+# Exactly the locked versions, each file checked against its hash; then the project itself, which adds nothing (its
+# build backend, setuptools, is locked too).
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || python3 -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	rm -f $(VENV)/.installed-* && touch $@
+
+# Refresh the lock from pyproject.toml with pip-tools (in its own venv, build/lock-tools): `make lock` keeps every pin
+# that still satisfies pyproject.toml and resolves only what changed; `make lock UPGRADE=1` takes the newest releases
+# pyproject.toml admits. Either way a new lock can move the stored results' digits: README, "The lock".
+LOCK_TOOLS := build/lock-tools
+lock:
+	test -x $(LOCK_TOOLS)/bin/pip-compile || { python3 -m venv $(LOCK_TOOLS) && \
+	  $(LOCK_TOOLS)/bin/python -m pip install -q pip==26.3 pip-tools==7.6.2; }
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_TOOLS)/bin/pip-compile -q $(if $(UPGRADE),--upgrade) --generate-hashes \
+	  --allow-unsafe --build-deps-for editable --no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
 
 # System packages: Debian's offline Fashion-MNIST, Chromium for the browser test of the book, MathJax, which the
 # book serves itself so that its maths renders offline, and openssl, whose certificates the TLS cluster test makes.
@@ -49,14 +63,22 @@ test: setup
 	  --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=15 notebooks/
 
 # Push the built book (make book first) to the gh-pages branch of REMOTE, with .nojekyll so that GitHub Pages serves
-# its _static/ folder; each publish is one commit on the branch. GitHub Actions does the same (.github/workflows/).
-REMOTE ?= origin
+# its _static/ folder; each publish is one commit on the branch, force-pushed. GitHub Actions does the same
+# (.github/workflows/). REMOTE must be given (a remote's name or an address): without it nothing is pushed, nor to a
+# remote whose address is a path on this machine (a clone's origin is the checkout it was cloned from) unless that
+# path is itself given as REMOTE.
+REMOTE ?=
 HTML   ?= book/_build/html
 PYTHON ?= $(BIN)/python
 
 publish:
-	test -f $(HTML)/index.html || { echo "no book in $(HTML): run make book first"; exit 1; }
-	$(PYTHON) -m ghp_import --no-jekyll --push --force --remote $(REMOTE) --branch gh-pages \
+	@test -n '$(REMOTE)' || { echo "make publish: give REMOTE=, the remote to push the book to: a remote's name" \
+	  "(REMOTE=origin) or an address (REMOTE=git@github.com:USER/REPO.git, REMOTE=../site.git)"; exit 2; }
+	@test -f $(HTML)/index.html || { echo "make publish: no book in $(HTML): run make book first"; exit 2; }
+	@url=$$(git remote get-url -- '$(REMOTE)' 2>/dev/null) || exit 0; \
+	case "$$url" in file://*) ;; *://*) exit 0 ;; *:*) case "$${url%%:*}" in */*) ;; *) exit 0 ;; esac ;; esac; \
+	echo "make publish: remote $(REMOTE) is $$url, a path on this machine; give REMOTE=$$url to push there"; exit 2
+	$(PYTHON) -m ghp_import --no-jekyll --push --force --remote '$(REMOTE)' --branch gh-pages \
 	  --message "book built from $$(git rev-parse --short HEAD)" $(HTML)
 
 clean:
