@@ -376,15 +376,21 @@ def findings(done, summaries):
 
 
 def provenance_cell(meta):
-    """A markdown cell stating how the page's outputs were made, appended to the executed notebook."""
+    """A markdown cell stating how the page's outputs were made, appended to the executed notebook: with the lock
+    of its environment (`nbdemo.runs.lock`), and the profile's stored seeds made under another lock than the book's."""
+    from nbdemo.claims.registry import get
+    from nbdemo.runs import lock, store
     p = meta.get("provenance") or {}
+    others = lock.other_locks(store.load(get(meta["claim"]), meta["profile"], meta["overrides"]))
     params = ", ".join(f"`{k}={v!r}`" for k, v in sorted(meta["parameters"].items()))
     lines = [f"- profile `{meta['profile']}`, overrides `{meta['overrides'] or 'none'}`",
              f"- parameters {params}",
              f"- commit `{meta['commit']}`, started {meta['started']}, wall time {meta['wall_s']} s",
              f"- device `{p.get('device')}`" + (f" ({p['gpu']})" if p.get("gpu") else "") +
              f", torch {p.get('torch')}, python {p.get('python')}, {p.get('threads')} threads"
-             + (f", CPU {p['cpu']}" if p.get("cpu") else "")]
+             + (f", CPU {p['cpu']}" if p.get("cpu") else ""),
+             f"- environment: {lock.shown(p)}"] + ([f"- stored runs of this profile under another lock: {others}"]
+                                                   if others else [])
     return nbformat.v4.new_markdown_cell("```{admonition} Provenance of this run\n" + "\n".join(lines) + "\n```")
 
 

@@ -23,7 +23,7 @@ import nbformat
 from nbdemo.claims.registry import PROVENANCE_KEY, ROOT, VERDICT_KEY
 from nbdemo.claims.verdict import describe
 from nbdemo.ml import datacheck
-from nbdemo.runs import fingerprint
+from nbdemo.runs import fingerprint, lock
 from nbdemo.runs.params import ParameterError, resolve
 
 BUILD = Path(os.environ.get("NBDEMO_BUILD", ROOT / "build"))
@@ -228,7 +228,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
             meta = {"claim": claim.id, "profile": profile, "overrides": changed, "parameters": full,
                     "dry_run": dry_run, "commit": fingerprint.git_commit(claim), "started": started,
                     "wall_s": round(time.perf_counter() - t0, 1), "fingerprint": fingerprint.of(claim, full),
-                    "provenance": prov and {**prov, "cpu": cpu_model()},
+                    "provenance": prov and {**prov, "cpu": cpu_model(), **lock.provenance()},
                     "verdict": glued(nb, VERDICT_KEY)}
             nb.metadata["nbdemo"] = meta
             atomic_write(nbformat.writes(nb), out)

@@ -24,7 +24,7 @@ import torch
 from nbdemo import cli
 from nbdemo.claims.registry import CLAIMS, ROOT
 from nbdemo.claims.verdict import OUTCOMES
-from nbdemo.runs import params, runner, store, sweep
+from nbdemo.runs import lock, params, runner, store, sweep
 
 CLAIM, SMALL = CLAIMS["MLI-7"], {"steps": 200}
 README = ROOT / "README.md"
@@ -101,6 +101,7 @@ def test_a_sweep_stores_every_run_and_a_rerun_starts_none(cluster):
     assert all(fresh for _, fresh in store.status(CLAIM, overrides=SMALL).values())
     # every notebook ran with the threads of a run by hand, whichever worker it ran on
     assert {r["provenance"]["threads"] for r in runs.values()} == {torch.get_num_threads()}
+    assert {r["provenance"]["lock"] for r in runs.values()} == {lock.digest()}  # and under the book's lock
     before = store.path(CLAIM, overrides=SMALL).read_bytes()
     assert sweep.sweep([CLAIM], [0, 1], overrides=SMALL, scheduler=address, log=lambda *_: None) == []
     assert store.path(CLAIM, overrides=SMALL).read_bytes() == before
