@@ -50,7 +50,7 @@ def test_a_run_records_the_lock_and_its_page_says_whose_it_is(monkeypatch):
             "started": "now", "wall_s": 1.0, "provenance": {"device": "cpu", "lock": lock.digest()}}
     page = provenance_cell(meta).source
     assert f"lock `{lock.digest()}`, this book's" in page
-    assert "under another lock: seeds 3, 4 (lock `0123456789ab`), seed 5 (no lock recorded)" in page
+    assert "not made under the book's lock: seeds 3, 4 (lock `0123456789ab`), seed 5 (no lock recorded)" in page
     meta["provenance"] = {"device": "cpu", "lock": "0123456789ab", "unlocked": "numpy 2.4.7 (lock 2.4.6)"}
     page = provenance_cell(meta).source
     assert "lock `0123456789ab`, **another lock than this book's**" in page and "numpy 2.4.7 (lock 2.4.6)" in page

@@ -389,8 +389,9 @@ def provenance_cell(meta):
              f"- device `{p.get('device')}`" + (f" ({p['gpu']})" if p.get("gpu") else "") +
              f", torch {p.get('torch')}, python {p.get('python')}, {p.get('threads')} threads"
              + (f", CPU {p['cpu']}" if p.get("cpu") else ""),
-             f"- environment: {lock.shown(p)}"] + ([f"- stored runs of this profile under another lock: {others}"]
-                                                   if others else [])
+             f"- environment: {lock.shown(p)}"]
+    if others:
+        lines.append(f"- stored runs of this profile not made under the book's lock: {others}")
     return nbformat.v4.new_markdown_cell("```{admonition} Provenance of this run\n" + "\n".join(lines) + "\n```")
 
 
