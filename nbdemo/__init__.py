@@ -2,14 +2,12 @@
 import os
 import random
 
-import numpy as np
-import torch
-
 __version__ = "0.1.0"
 
 
 def resolve_device(device="auto"):
     """"auto" is cuda when available, else cpu; anything else is passed to torch.device."""
+    import torch  # here, not on import: the command line checks its arguments without torch
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
@@ -23,6 +21,8 @@ def setup(seed=0, device="auto"):
 
     The first call of every notebook. Returns the torch.device to use.
     """
+    import numpy as np
+    import torch
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     random.seed(seed)
     np.random.seed(seed)

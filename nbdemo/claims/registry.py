@@ -5,8 +5,6 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 VERDICT_KEY, PROVENANCE_KEY = "nbdemo.claims.verdict", "nbdemo.provenance"
@@ -86,6 +84,7 @@ def _glue(key, value):
 
 
 def record_provenance(**extra):
+    import torch  # here, not on import: the command line reads the registry without torch
     _glue(PROVENANCE_KEY, {"torch": torch.__version__, "python": platform.python_version(),
                            "threads": torch.get_num_threads(), "cuda": torch.version.cuda,
                            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None, **extra})

@@ -16,17 +16,9 @@ import os
 import numpy as np
 import torch
 
+from nbdemo.ml.catalog import DATASETS
 from nbdemo.ml.datacheck import DataUnavailable, data_root, ensure_fashion_mnist
 
-# name -> (shape of one sample, number of classes)
-DATASETS = {
-    "fashion-mnist": ((1, 28, 28), 10),
-    "mnist": ((1, 28, 28), 10),
-    "cifar10": ((3, 32, 32), 10),
-    "cifar100": ((3, 32, 32), 100),
-    "stl10": ((3, 96, 96), 10),
-    "mnist1d": ((1, 40), 10),
-}
 SMALL_MAMMALS = [36, 50, 65, 74, 80]  # CIFAR-100 fine labels of coarse class 16 (hamster, mouse, rabbit, shrew, squirrel)
 CATS_AND_DOGS = [3, 5]  # CIFAR-10
 def dry_run():

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from nbdemo.ml import catalog
 from nbdemo.ml.data import dry_run
 
 
@@ -72,7 +73,7 @@ def schedule(steps, record_at):
     return sorted({0, steps, *(s for s in record_at if 0 <= s <= steps)})
 
 
-PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+PRECISIONS = {name: getattr(torch, name) for name in catalog.PRECISIONS}
 
 
 def lr_at(step, lr, milestones):

@@ -11,8 +11,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import nbformat
-
 from nbdemo import __version__
 from nbdemo.claims.registry import ROOT
 
@@ -20,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def code_cells(claim):
+    import nbformat  # here, not on import (it takes seconds): the command line refuses bad input without it
     nb = nbformat.read(claim.notebook, as_version=4)
     return [cell.source for cell in nb.cells if cell.cell_type == "code"]
 
@@ -68,14 +67,22 @@ def dependencies(claim):
     return sorted(seen)
 
 
-def of(claim, params):
-    """Hash of what a run's outputs depend on: the notebook's code cells, the package modules they import
-    (transitively, see `dependencies`) and the parameters. Prose can be edited without making results stale."""
+def code(claim):
+    """The hash of a claim's code: its notebook's code cells and the package modules they import (transitively, see
+    `dependencies`), to be completed by `of` with each run's parameters (a claim's seeds share it)."""
     h = hashlib.sha256()
     for source in code_cells(claim):
         h.update(source.encode())
     for path in dependencies(claim):
         h.update(str(path.relative_to(PACKAGE)).encode() + path.read_bytes())
+    return h
+
+
+def of(claim, params, code_hash=None):
+    """Hash of what a run's outputs depend on: the notebook's code cells, the package modules they import
+    (transitively, see `dependencies`) and the parameters. Prose can be edited without making results stale.
+    code_hash: the claim's `code(claim)`, computed once for many runs."""
+    h = (code_hash or code(claim)).copy()
     h.update(json.dumps(params, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -92,6 +99,7 @@ def git_commit(claim):
         sha = _git("rev-parse", "--short", "HEAD").strip()
         changed = _git("status", "--porcelain", "--", *map(str, dependencies(claim))).strip()
         try:
+            import nbformat
             committed = nbformat.reads(_git("show", f"HEAD:{claim.notebook.relative_to(ROOT)}"), as_version=4)
             same = [c.source for c in committed.cells if c.cell_type == "code"] == code_cells(claim)
         except subprocess.CalledProcessError:  # not in HEAD
