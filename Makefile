@@ -32,7 +32,8 @@ lock:
 	test -x $(LOCK_TOOLS)/bin/pip-compile || { python3 -m venv $(LOCK_TOOLS) && \
 	  $(LOCK_TOOLS)/bin/python -m pip install -q pip==26.3 pip-tools==7.6.2; }
 	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_TOOLS)/bin/pip-compile -q $(if $(UPGRADE),--upgrade) --generate-hashes \
-	  --allow-unsafe --build-deps-for editable --no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
+	  --allow-unsafe --strip-extras --build-deps-for editable --no-emit-index-url --no-emit-find-links \
+	  -o $(LOCK) pyproject.toml
 
 # System packages: Debian's offline Fashion-MNIST, Chromium for the browser test of the book, MathJax, which the
 # book serves itself so that its maths renders offline, and openssl, whose certificates the TLS cluster test makes.
