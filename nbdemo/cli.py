@@ -21,6 +21,7 @@ class Parser(argparse.ArgumentParser):
         self._negative_number_matcher = re.compile(r"^-(\d|\.\d|\.?inf(inity)?$|\.?nan$)", re.IGNORECASE)
 
     def error(self, message):
+        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)  # one line, whatever was typed
         self.exit(2, f"nbdemo: {message} (see `nbdemo {self.prog.split()[-1]} --help`)\n"
                   if " " in self.prog else f"nbdemo: {message} (see `nbdemo --help`)\n")
 
@@ -48,22 +49,22 @@ def known_profile(name):
 
 
 def _device(name):
-    """bench's --device, checked before anything is timed."""
+    """bench's --device, checked before anything is timed (and before torch is imported)."""
+    test, allowed = params.RULES["device"]
+    if not test(name):
+        raise argparse.ArgumentTypeError(f"{params.short(name)} is not {allowed}")
     try:
-        return resolve_device(name)
-    except (ValueError, RuntimeError) as e:  # no CUDA here, or a name torch does not know
+        params.check_device(name)
+    except params.ParameterError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    return name
 
 
 def at_least_1(text):
-    """An integer argument >= 1 (--workers, --repeats)."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
+    """An integer argument >= 1 (--workers, --repeats), in ASCII digits."""
+    if not re.fullmatch(r"[1-9][0-9]{0,8}", text, re.ASCII):
         raise argparse.ArgumentTypeError(f"{text} is not an integer >= 1")
-    return n
+    return int(text)
 
 
 def _overrides(pairs):
@@ -98,6 +99,8 @@ def cmd_run(args):
     overrides = _overrides(args.p)
     if args.keep and (args.profile == "default" or args.dry_run):
         raise params.ParameterError("--keep stores the executed notebook of a non-default profile")
+    for claim in args.claims:  # every claim's parameters before the first runs
+        params.check_device(params.resolve(claim, args.profile, overrides, args.force)[1].get("device", "auto"))
     for claim in args.claims:
         path, _ = runner.run(claim, args.profile, overrides, commit=args.commit, dry_run=args.dry_run,
                              force=args.force)
@@ -109,7 +112,7 @@ def cmd_run(args):
 
 
 def cmd_sweep(args):
-    from nbdemo.runs.sweep import parse_seeds, sweep, tls
+    from nbdemo.runs.sweep import parse_seeds, sweep
     claims = [c for c in CLAIMS.values() if args.profile in params.profiles(c)] if args.all else args.claims
     if args.all and not claims:
         raise params.ParameterError(f"no claim has a profile {args.profile!r}")
@@ -132,7 +135,7 @@ def cmd_sweep(args):
         print(f"{len(stale)} stored runs are stale")
         sys.exit(1 if stale else 0)
     sweep(claims, parse_seeds(" ".join(args.seeds)), args.profile, overrides, scheduler=args.scheduler,
-          security=tls(args.security) if args.security else None, workers=args.workers, commit=args.commit,
+          security=args.security, workers=args.workers, commit=args.commit,
           gpu=args.gpu, force=args.force)
     for c in claims:
         s = evidence.assess(c, args.profile) if not overrides else evidence.summary(c, args.profile, overrides)
@@ -140,15 +143,16 @@ def cmd_sweep(args):
 
 
 def cmd_book(args):
-    from nbdemo.book.build import build
-    for c in CLAIMS.values():  # a damaged store stops the book before any notebook runs
+    for c in CLAIMS.values():  # a damaged store stops the book before any notebook runs (or the book's code loads)
         for profile in {args.profile, evidence.CONTROL}:
             store.load(c, profile)
+    from nbdemo.book.build import build
     build(args.profile, strict=args.strict)
 
 
 def cmd_bench(args):
     from nbdemo.bench import main
+    args.device = resolve_device(args.device)
     main(args)
 
 
@@ -163,7 +167,8 @@ def main(argv=None):
     def profile_args(p):
         p.add_argument("--profile", default="default", help="a named profile of nbdemo/profiles/<CLAIM>.yml")
         p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="override a parameter")
-        p.add_argument("--force", action="store_true", help=f"run step counts over {params.MAX_STEPS:,} too")
+        p.add_argument("--force", action="store_true", help="run sizes, counts and step counts over their "
+                       "bounds too (params.RULES)")
 
     p = sub.add_parser("run", help="execute claim notebooks into build/ and print wall time and outcome")
     p.add_argument("claims", nargs="+", type=known_claim)

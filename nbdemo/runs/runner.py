@@ -11,6 +11,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -18,13 +19,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import nbformat
-
 from nbdemo.claims.registry import PROVENANCE_KEY, ROOT, VERDICT_KEY
 from nbdemo.claims.verdict import describe
 from nbdemo.ml import datacheck
 from nbdemo.runs import fingerprint, lock
-from nbdemo.runs.params import ParameterError, resolve
+from nbdemo.runs.params import ParameterError, check_device, resolve
 
 BUILD = Path(os.environ.get("NBDEMO_BUILD", ROOT / "build"))
 
@@ -173,14 +172,17 @@ def atomic_write(text, path):
         tmp.unlink(missing_ok=True)
 
 
+SAFE = re.compile(r"[A-Za-z0-9_.,+=\[\]-]{1,32}")  # what a folder name shows of a value: no space, /, $, newline
+
+
 def run_name(profile="default", overrides=None, dry_run=False):
     """The folder name of a profile with overrides: `default`, `paper`, `default-seed=3-steps=100`, `dry-run`. So that
-    a name fits a file system, a value longer than 32 characters is named by a hash of it (`init=#3f9a0c1b2d4e`), and
-    overrides that together take more than 160 characters by a hash of them all (`paper-#0c1b2d4e3f9a`); the
-    executed notebook's metadata holds every value."""
+    a name is safe in a file system and a shell, a value that is not 1 to 32 of the characters `SAFE` allows (letters,
+    digits, `_.,+=[]-`) is named by a hash of it (`init=#3f9a0c1b2d4e`), and overrides that together take more than 160
+    characters by a hash of them all (`paper-#0c1b2d4e3f9a`); the executed notebook's metadata holds every value."""
     def shown(v):
-        text = str(v).replace("/", "_").replace(" ", "")
-        return text if len(text) <= 32 else "#" + hashlib.sha256(str(v).encode()).hexdigest()[:12]
+        text = str(v).replace(", ", ",") if isinstance(v, list) else str(v)
+        return text if SAFE.fullmatch(text) else "#" + hashlib.sha256(str(v).encode()).hexdigest()[:12]
     name = "dry-run" if dry_run else profile
     if overrides:
         tail = "-".join(f"{k}={shown(v)}" for k, v in sorted(overrides.items()))
@@ -196,16 +198,18 @@ def output_path(claim, profile="default", overrides=None, dry_run=False):
 def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False, kernel=None, force=False, log=print):
     """Execute one claim's notebook; return (path of the executed notebook, its nbdemo metadata).
 
-    kernel: a `shared_kernel` to run on, instead of a kernel of its own; force: run step counts over
-    `params.MAX_STEPS` too."""
-    from papermill.exceptions import PapermillExecutionError
+    kernel: a `shared_kernel` to run on, instead of a kernel of its own; force: run sizes, counts and step counts
+    over the bounds of `params.RULES` too. Every refusal comes before nbformat and papermill are imported."""
     changed, full = resolve(claim, profile, overrides, force)
     if commit and (profile != "default" or changed or dry_run):
         raise ParameterError("--commit writes notebooks/ and takes the default profile only, with no -p overrides")
     if kernel is not None and kernel.nbdemo_dry_run != dry_run:
         raise ValueError(f"this shared kernel was started with dry_run={kernel.nbdemo_dry_run}")
-    if not dry_run:
-        datacheck.ensure(full)  # a damaged dataset file is refused before a kernel starts
+    check_device(full.get("device", "auto"))  # a device torch does not see here, and damaged data, are refused
+    if not dry_run:                            # before a kernel starts
+        datacheck.ensure(full)
+    import nbformat
+    from papermill.exceptions import PapermillExecutionError
     built = output_path(claim, profile, changed, dry_run)
     out, failed = claim.notebook if commit else built, built.with_suffix(".failed.ipynb")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -267,6 +271,7 @@ def verdict_text(verdict):
 
 def latest(claim, profile="default"):
     """The up-to-date executed notebook of a claim for a profile (committed, else built), or None if stale."""
+    import nbformat
     _, full = resolve(claim, profile)
     want = fingerprint.of(claim, full)
     for path in ([claim.notebook] if profile == "default" else []) + [output_path(claim, profile)]:

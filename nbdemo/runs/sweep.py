@@ -13,90 +13,127 @@ Dask's config `distributed.comm.tls.*`).
 import os
 import re
 import shutil
+import ssl
 import tempfile
 import time
 
-import torch
-from distributed import Client, LocalCluster, Security, as_completed
-
 from nbdemo.claims.registry import Claim, get
+from nbdemo.ml import datacheck
 from nbdemo.runs import params, runner, store
 
-MAX_RUNS = 1000  # runs (claims x seeds) in one sweep: more is a typo, or a job to split into several sweeps
+MAX_RUNS = store.MAX_RUNS  # runs (claims x seeds) in one sweep: more is a typo, or a job to split into several sweeps
 CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler
-ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx)://)?(\[[0-9a-fA-F:]+\]|[\w.-]+):(\d{1,5})|inproc://\S+")
+ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx)://)?(\[[0-9a-fA-F:]+\]|[\w.-]+):(\d{1,5})|inproc://\S+", re.ASCII)
+SEEDS = re.compile(r"(0|[1-9][0-9]*)(?:-(0|[1-9][0-9]*))?", re.ASCII)  # one item of --seeds: 7 or 0-4
 
 
 def parse_seeds(text):
-    """"0-4", "0 1 2", "0,3,7" or "0-2,9" -> a sorted list of distinct seeds >= 0 (at most `MAX_RUNS`)."""
+    """The forms of --seeds: "0-4", "0 1 2", "0,3,7" or "0-2,9" (words apart, each a list of seeds and ranges joined
+    by single commas) -> a sorted list of distinct seeds in [0, 2**32) (at most `MAX_RUNS`)."""
+    items = [item for word in str(text).split() for item in word.split(",")]
     ranges = []
-    for part in filter(None, re.split(r"[\s,]+", str(text).strip())):
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m or (m[2] is not None and int(m[2]) < int(m[1])):
-            raise params.ParameterError(f"seeds {text!r}: give seeds >= 0 as a list or ranges, e.g. 0-4 or 0,3,7")
+    for item in items:
+        m = SEEDS.fullmatch(item)
+        if not m or (m[2] is not None and int(m[2]) < int(m[1])) or int(m[2] or m[1]) >= 2 ** 32:
+            raise params.ParameterError(f"seeds {params.short(text)}: give seeds in [0, 2**32) as a list or ranges, "
+                                        "e.g. 0-4, 0 1 2 or 0,3,7")
         ranges.append(range(int(m[1]), int(m[2] or m[1]) + 1))
     if not ranges:
         raise params.ParameterError("seeds: give at least one seed, e.g. 0-4")
-    n = sum(map(len, ranges))  # counted before any list is made: 0-100000000000 is a number, not a list
+    n = sum(map(len, ranges))  # counted before any list is made: 0-100000000 is a number, not a list
     if n > MAX_RUNS:
-        raise params.ParameterError(f"seeds {text!r}: {n:,} seeds; a sweep runs at most {MAX_RUNS:,} runs "
+        raise params.ParameterError(f"seeds {params.short(text)}: {n:,} seeds; a sweep runs at most {MAX_RUNS:,} runs "
                                     "(split it into several sweeps)")
     return sorted(set().union(*ranges))
 
 
 def tls(text):
-    """--security "CA,CERT,KEY" -> the `Security` of a client of a tls:// scheduler, from three PEM files: the CA's
-    certificate, a certificate that CA signed, and its key (checked by `check_request`)."""
+    """--security "CA,CERT,KEY" -> its three PEM files: the CA's certificate, a certificate that CA signed, and its key
+    (checked by `check_request`)."""
     files = text.split(",")
     if len(files) != 3 or not all(files):
-        raise params.ParameterError(f"--security {text!r}: give CA,CERT,KEY, three PEM files (the CA's certificate, "
-                                    "a certificate it signed and its key), e.g. ca.pem,node.pem,node.key")
-    ca, cert, key = files
+        raise params.ParameterError(f"--security {params.short(text)}: give CA,CERT,KEY, three PEM files (the CA's "
+                                    "certificate, a certificate it signed and its key), e.g. ca.pem,node.pem,node.key")
+    return files
+
+
+def _security(security):
+    """The Dask `Security` of a client: from --security's text, as given (a dask-jobqueue cluster's), or None."""
+    if not isinstance(security, str):
+        return security
+    from distributed import Security
+    ca, cert, key = tls(security)
     return Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
 
 
 def _check_tls(scheduler, security):
     """Refuse a tls:// scheduler when neither `security` nor Dask's config names the CA's certificate and this
-    client's, or one of its files is missing, unreadable, not PEM, or a key that is not the certificate's."""
-    for f in (security.tls_ca_file, security.tls_client_cert, security.tls_client_key):
+    client's, or one of its files is missing, unreadable, not PEM, or a key that is not the certificate's. The files of
+    --security are read by Python's ssl, as Dask reads them; Dask is imported only for a `Security` or its config."""
+    if isinstance(security, str):
+        files = tls(security)
+    else:
+        from distributed import Security
+        security = security or Security()  # Security(): Dask's config
+        files = [security.tls_ca_file, security.tls_client_cert, security.tls_client_key]
+    for f in files:
         if f and "\n" not in f and not os.path.isfile(f):  # a file's name, not the PEM text itself
-            raise params.ParameterError(f"--scheduler {scheduler}: no certificate or key file {f!r}")
+            raise params.ParameterError(f"--scheduler {scheduler}: no certificate or key file {params.short(f)}")
     try:
-        context = security.get_connection_args("client")["ssl_context"]  # reads the files
+        if isinstance(security, str):
+            ca, cert, key = files
+            ssl.create_default_context(cafile=ca).load_cert_chain(cert, key)
+        elif security.get_connection_args("client")["ssl_context"] is None:  # reads the files
+            raise params.ParameterError(f"--scheduler {scheduler}: give --security CA,CERT,KEY (or set "
+                                        "distributed.comm.tls.ca-file, .client.cert and .client.key in Dask's config)")
     except OSError as e:  # ssl.SSLError is one
         raise params.ParameterError(f"--scheduler {scheduler}: its certificate files are refused: {e}") from None
-    if context is None:
-        raise params.ParameterError(f"--scheduler {scheduler}: give --security CA,CERT,KEY (or set "
-                                    "distributed.comm.tls.ca-file, .client.cert and .client.key in Dask's config)")
 
 
-def check_request(claims, seeds, scheduler=None, gpu=False, security=None):
-    """Refuse, before anything is planned or started, a sweep that is too big, an address that is not one, --gpu on
-    a LocalCluster of a machine where torch sees no GPU (its runs would wait for good), `security` without a tls://
-    scheduler, and a tls:// scheduler without certificate files that can be read."""
+def _cores():
+    """The cores this process may run on (those torch's threads use), without importing torch."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_request(claims, seeds, scheduler=None, gpu=False, security=None, workers=None):
+    """Refuse, before anything is planned or started, a sweep that is too big, a seed that is not one, an address
+    that is not one, more LocalCluster workers than there are cores (or workers with a scheduler, which has its own),
+    --gpu on a LocalCluster of a machine where torch sees no GPU (its runs would wait for good), `security` without a
+    tls:// scheduler, and a tls:// scheduler without certificate files that can be read."""
     if len(claims) * len(seeds) > MAX_RUNS:
         raise params.ParameterError(f"{len(claims) * len(seeds):,} runs ({len(claims)} claims x {len(seeds)} seeds); "
                                     f"a sweep runs at most {MAX_RUNS:,} (split it into several sweeps)")
+    bad = [s for s in seeds if not params.RULES["seed"][0](s)]
+    if bad:
+        raise params.ParameterError(f"seed {params.short(bad[0])} is impossible: it must be {params.RULES['seed'][1]}")
     m = ADDRESS.fullmatch(scheduler) if scheduler else None
     if scheduler and not (m and (m[2] is None or 0 < int(m[2]) < 65536)):
-        raise params.ParameterError(f"--scheduler {scheduler!r}: give tcp://HOST:PORT (or tls://, ucx://, "
+        raise params.ParameterError(f"--scheduler {params.short(scheduler)}: give tcp://HOST:PORT (or tls://, ucx://, "
                                     "inproc://), e.g. tcp://127.0.0.1:8786")
-    if gpu and not scheduler and not torch.cuda.is_available():
+    if workers is not None and scheduler:
+        raise params.ParameterError("--workers sets the workers of the LocalCluster; a --scheduler has its own workers")
+    if workers is not None and not 1 <= workers <= _cores():
+        raise params.ParameterError(f"--workers {workers}: give 1 to {_cores()}, the cores here (each worker runs one "
+                                    "notebook at a time, whose kernel uses torch's threads on these cores)")
+    if gpu and not scheduler and not params.cuda_devices():
         raise params.ParameterError("--gpu: torch sees no CUDA device here, so no worker of the LocalCluster has a GPU; "
                                     "give --scheduler of a cluster whose workers have --resources GPU=1")
     is_tls = (scheduler or "").startswith("tls://")
-    if security is not None and security.tls_ca_file and not is_tls:  # (an empty Security is no TLS)
+    given = isinstance(security, str) or (security is not None and security.tls_ca_file)  # an empty Security: no TLS
+    if given and not is_tls:
         raise params.ParameterError("--security is for a scheduler started with --protocol tls: "
                                     "give --scheduler tls://HOST:PORT")
     if is_tls:
-        _check_tls(scheduler, security or Security())  # Security(): Dask's config
+        _check_tls(scheduler, security)
 
 
 def connect(scheduler, cluster, gpu, security=None):
     """A Client of the scheduler (or of the LocalCluster); a scheduler that does not answer within CONNECT_TIMEOUT
-    seconds (or refuses the client's certificate), or has no GPU worker for --gpu, is refused in one line."""
+    seconds (or refuses the client's certificate), or has no GPU worker for --gpu, is refused in one line.
+    security: a `Security`, or the text of --security."""
+    from distributed import Client
     try:
-        client = Client(scheduler or cluster, timeout=CONNECT_TIMEOUT, security=security)
+        client = Client(scheduler or cluster, timeout=CONNECT_TIMEOUT, security=_security(security))
     except OSError as e:
         raise params.ParameterError(f"cannot connect to {scheduler} within {CONNECT_TIMEOUT} s: "
                                     f"{' '.join(str(e).split())[:200]}") from None
@@ -114,12 +151,13 @@ def _is_page(claim, seed, profile, overrides):
 
 def plan(claims, seeds, profile="default", overrides=None, commit=False, force=False):
     """The (claim, seed) runs that are missing or stale in the store (and, with `commit`, the seed-0 runs whose
-    committed notebook is stale). Parameters are checked here, before anything runs."""
+    committed notebook is stale). Parameters are checked here, before anything runs: once per claim, since its runs
+    differ only in their seeds (which `check_request` checks)."""
     todo = []
     for claim in claims:
+        params.resolve(claim, profile, {**(overrides or {}), "seed": seeds[0]}, force)
         stored = store.status(claim, profile, overrides)
         for seed in seeds:
-            params.resolve(claim, profile, {**(overrides or {}), "seed": seed}, force)
             fresh = seed in stored and stored[seed][1]
             page_stale = commit and _is_page(claim, seed, profile, overrides) and runner.latest(claim) is None
             if not fresh or page_stale:
@@ -157,14 +195,16 @@ def local_workers():
     """Workers of the default LocalCluster: as many as there are sets of the threads one notebook's kernel uses.
     (Each kernel uses torch's threads, one per core by default; two kernels on the same cores run slower than one
     after the other: two TFD-1 runs at once took 121 s on the 2-core machine, where one alone takes 45 s.)"""
-    return max(1, (os.cpu_count() or 1) // torch.get_num_threads())
+    import torch
+    return max(1, _cores() // torch.get_num_threads())
 
 
 def _cluster(scheduler, workers, gpu):
     """The LocalCluster when there is no scheduler; with `gpu`, one worker per GPU, each with the resource GPU=1."""
     if scheduler:
         return None
-    return LocalCluster(n_workers=workers or (torch.cuda.device_count() if gpu else local_workers()),
+    from distributed import LocalCluster
+    return LocalCluster(n_workers=workers or (params.cuda_devices() if gpu else local_workers()),
                         threads_per_worker=1, processes=True, dashboard_address=None,
                         resources={"GPU": 1} if gpu else None)
 
@@ -172,6 +212,7 @@ def _cluster(scheduler, workers, gpu):
 def _run(client, todo, profile, overrides, commit, gpu, env, log, force=False):
     """Submit the runs, store each as it finishes, print progress; return the runs that failed and those that ran
     but could not be stored, as (claim, seed, the executed notebook on its worker)."""
+    from distributed import as_completed
     workers = client.scheduler_info()["workers"].values()
     log(f"sweep: {len(todo)} runs on {len(workers)} workers with {sum(w['nthreads'] for w in workers)} threads in all")
     futures = {client.submit(task, claim, seed, profile, overrides, commit, env, force, pure=False, priority=-i,
@@ -209,17 +250,25 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, s
 
     claims: `Claim`s or their ids (an entry point: ids are looked up here, once). Returns the list of runs started,
     as (Claim, seed). workers: of the LocalCluster (default `local_workers()`); gpu: each task asks its worker for the
-    resource GPU=1 (workers started with `--resources GPU=1`); force: step counts over `params.MAX_STEPS` too;
-    security: the `Security` of a tls:// scheduler (`tls`, or a dask-jobqueue cluster's `.security`; default: Dask's
-    config)."""
+    resource GPU=1 (workers started with `--resources GPU=1`); force: sizes, counts and step counts over the bounds
+    of `params.RULES` too; security: of a tls:// scheduler, the text of --security (CA,CERT,KEY) or a `Security`
+    (a dask-jobqueue cluster's `.security`); default: Dask's config.
+
+    Everything is checked before a cluster starts: the request (`check_request`), every run's parameters (`plan`)
+    and, for the LocalCluster, the devices they name and the datasets' files, as `runner.run` checks them."""
     claims = [c if isinstance(c, Claim) else get(c) for c in claims]
     overrides = overrides or {}
-    check_request(claims, seeds, scheduler, gpu, security)
+    check_request(claims, seeds, scheduler, gpu, security, workers)
     todo = plan(claims, seeds, profile, overrides, commit, force)
     if not todo:
         log(f"nothing to run: {len(claims)} claims x {len(seeds)} seeds are stored and fresh in "
             f"{store.path(claims[0], profile, overrides).parent}")
         return []
+    if scheduler is None:  # this machine's: a scheduler's workers check their own, each run as it starts
+        fulls = [params.resolve(c, profile, overrides, force)[1] for c in dict.fromkeys(c for c, _ in todo)]
+        for device in {full.get("device", "auto") for full in fulls}:
+            params.check_device(device)
+        datacheck.ensure({v: v for full in fulls for v in full.values() if isinstance(v, str)})  # each dataset once
     env = {var: os.environ.get(var) for var in DASK_VARS}  # before a LocalCluster sets them
     cluster = _cluster(scheduler, workers, gpu)
     # the kernels of the LocalCluster's runs, removed at the end even when the workers were killed mid-run

@@ -4,6 +4,7 @@ nothing listening beyond loopback, and the same over TLS.
 
 The runs are MLI-7 (the r-homogeneous model, a few seconds each) with fewer steps than the default profile."""
 import contextlib
+import gzip
 import json
 import os
 import re
@@ -24,7 +25,8 @@ import torch
 from nbdemo import cli
 from nbdemo.claims.registry import CLAIMS, ROOT
 from nbdemo.claims.verdict import OUTCOMES
-from nbdemo.runs import lock, params, runner, store, sweep
+from nbdemo.ml import datacheck
+from nbdemo.runs import evidence, lock, params, runner, store, sweep
 
 CLAIM, SMALL = CLAIMS["MLI-7"], {"steps": 200}
 README = ROOT / "README.md"
@@ -208,7 +210,7 @@ def test_a_failing_notebook_is_reported_by_the_sweep_alone(tmp_path):
     env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "NBDEMO_RESULTS": str(tmp_path / "results"),
            "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-m", "nbdemo.cli", "sweep", "PCB-1", "--seeds", "0", "-p", "n_per_class",
-                        "100000", "--workers", "1"], env=env, capture_output=True, text=True, timeout=300)
+                        "7000", "--workers", "1"], env=env, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 1 and "PCB-1 seed 0: FAILED: PCB-1 stopped at cell" in out
     assert "Compute Failed" not in out and "Traceback" not in out, out[-3000:]
@@ -226,7 +228,7 @@ def test_the_readmes_cluster_listens_on_loopback_only(tmp_path, monkeypatch, pro
     dashboards, /metrics) on 127.0.0.1 alone: nothing on 0.0.0.0 or ::."""
     monkeypatch.chdir(make_certificates(tmp_path) if protocol == "tls" else tmp_path)
     with readme_cluster(tmp_path, protocol) as (address, procs):
-        with sweep.connect(address, None, False, sweep.tls(SECURITY) if protocol == "tls" else None) as client:
+        with sweep.connect(address, None, False, SECURITY if protocol == "tls" else None) as client:
             client.wait_for_workers(2, timeout=90)
             info = client.scheduler_info()
         http = {info["services"]["dashboard"]} | {w["services"]["dashboard"] for w in info["workers"].values()}
@@ -255,5 +257,42 @@ def test_a_sweep_runs_over_tls_as_the_readme_says_and_a_stranger_is_refused(tmp_
         stranger = make_certificates(tmp_path / "stranger")
         t0 = time.time()
         with pytest.raises(params.ParameterError, match=f"cannot connect to {address} within 10 s"):
-            sweep.connect(address, None, False, sweep.tls(",".join(str(stranger / f) for f in SECURITY.split(","))))
+            sweep.connect(address, None, False, ",".join(str(stranger / f) for f in SECURITY.split(",")))
         assert time.time() - t0 < 30
+
+
+def test_a_sweep_on_damaged_data_is_refused_before_the_cluster_starts(tmp_path):
+    """The issue's case: `run` refused a damaged Fashion-MNIST before any work (exit 2) while `sweep` started its
+    cluster, failed every run and exited 1. Now the sweep checks the data first: exit 2, one line, within 2 s."""
+    system = tmp_path / "fashion"
+    system.mkdir()
+    for name in datacheck.FASHION_MNIST:
+        (system / f"{name}.gz").write_bytes(gzip.compress(b"\0" * 100))
+    env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "NBDEMO_RESULTS": str(tmp_path / "results"),
+           "NBDEMO_FASHION_MNIST_DIR": str(system), "NBDEMO_DATA": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "nbdemo.cli", "sweep", "PCB-1", "MLI-7", "--seeds", "0-1"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    took = time.perf_counter() - t0
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and r.stdout == "", r.stdout + r.stderr
+    assert f"{system}/train-images-idx3-ubyte.gz holds the wrong data" in r.stderr and took < 2, took
+    assert not (tmp_path / "build").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("verdict", [None, {"claim": "MLI-7", "outcome": "NOT REPRODUCED", "rows": []}],
+                         ids=["no verdict", "no rows"])
+def test_a_run_whose_verdict_has_no_rows_is_stored_and_reported(tmp_path, monkeypatch, fake_meta, verdict):
+    """A notebook that recorded no verdict, or one without rows: the sweep stores it, prints its line and the
+    claim's line over seeds, and does not crash. (The runs are faked: an in-process cluster calls `task`.)"""
+    from distributed import Client, LocalCluster
+    monkeypatch.setattr(store, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "run", lambda claim, profile, overrides, **_: (
+        tmp_path / "nb.ipynb", {**fake_meta(claim, overrides["seed"]), "verdict": verdict, "profile": profile}))
+    log = []
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        failed, unstored = sweep._run(client, [(CLAIM, 0), (CLAIM, 1)], "default", {}, False, False, {}, log.append)
+    assert failed == unstored == [] and sum("no verdict" in line or "NOT REPRODUCED" in line for line in log) == 2
+    assert sorted(store.load(CLAIM)) == [0, 1] and all(r["rows"] == [] for r in store.load(CLAIM).values())
+    s = evidence.assess(CLAIM)
+    assert s["n"] == 2 and s["headline"]
