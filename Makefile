@@ -64,14 +64,22 @@ test: setup
 	  --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=15 notebooks/
 
 # Push the built book (make book first) to the gh-pages branch of REMOTE, with .nojekyll so that GitHub Pages serves
-# its _static/ folder; each publish is one commit on the branch. GitHub Actions does the same (.github/workflows/).
-REMOTE ?= origin
+# its _static/ folder; each publish is one commit on the branch, force-pushed. GitHub Actions does the same
+# (.github/workflows/). REMOTE must be given (a remote's name or an address): without it nothing is pushed, nor to a
+# remote whose address is a path on this machine (a clone's origin is the checkout it was cloned from) unless that
+# path is itself given as REMOTE.
+REMOTE ?=
 HTML   ?= book/_build/html
 PYTHON ?= $(BIN)/python
 
 publish:
-	test -f $(HTML)/index.html || { echo "no book in $(HTML): run make book first"; exit 1; }
-	$(PYTHON) -m ghp_import --no-jekyll --push --force --remote $(REMOTE) --branch gh-pages \
+	@test -n '$(REMOTE)' || { echo "make publish: give REMOTE=, the remote to push the book to: a remote's name" \
+	  "(REMOTE=origin) or an address (REMOTE=git@github.com:USER/REPO.git, REMOTE=../site.git)"; exit 2; }
+	@test -f $(HTML)/index.html || { echo "make publish: no book in $(HTML): run make book first"; exit 2; }
+	@url=$$(git remote get-url -- '$(REMOTE)' 2>/dev/null) || exit 0; \
+	case "$$url" in file://*) ;; *://*) exit 0 ;; *:*) case "$${url%%:*}" in */*) ;; *) exit 0 ;; esac ;; esac; \
+	echo "make publish: remote $(REMOTE) is $$url, a path on this machine; give REMOTE=$$url to push there"; exit 2
+	$(PYTHON) -m ghp_import --no-jekyll --push --force --remote '$(REMOTE)' --branch gh-pages \
 	  --message "book built from $$(git rev-parse --short HEAD)" $(HTML)
 
 clean:
