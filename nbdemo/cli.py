@@ -1,4 +1,4 @@
-"""The `nbdemo` command: list, run, sweep, book, bench."""
+"""The `nbdemo` command: list, history, run, sweep, book, bench."""
 import argparse
 import difflib
 import os
@@ -9,7 +9,7 @@ import sys
 from nbdemo import resolve_device
 from nbdemo.claims.registry import CLAIMS
 from nbdemo.ml import datacheck
-from nbdemo.runs import evidence, params, runner, store
+from nbdemo.runs import evidence, history, params, rules, runner, store
 
 
 class Parser(argparse.ArgumentParser):
@@ -71,28 +71,55 @@ def _overrides(pairs):
     return {name: value for name, value in pairs or []}
 
 
+def interval(s):
+    """"0.38-0.96": the 95% interval of the share of seeds that reproduce."""
+    return f"{s['low']:.2f}-{s['high']:.2f}"
+
+
 def cmd_list(args):
     """The claims, one line each; a claim whose stored file is damaged shows as unreadable, and its error follows."""
-    print(f"{'claim':8} {'title':40} {'over seeds':15} {'k of n':>7} {'control':15} {'seed-0 page':15} {'runtime':>8}")
+    print(f"{'claim':8} {'title':34} {'over seeds':21} {'k of n':>7} {'95% interval':12} {'control':15} "
+          f"{'revised':>7} {'seed-0 page':15} {'runtime':>8}")
     damaged = []
     for c in CLAIMS.values():
         try:
             s = evidence.assess(c, args.profile)
         except store.StoreError as e:
             damaged.append(e)
-            print(f"{c.id:8} {c.title[:40]:40} unreadable")
+            print(f"{c.id:8} {c.title[:34]:34} unreadable")
             continue
         found = runner.latest(c, args.profile) if args.profile in params.profiles(c) else None
         page = found[1]["verdict"]["outcome"] if found and found[1]["verdict"] else "stale"
-        over = "no results" if not s else s["headline"] + (" (stale)" if s["stale"] else "")
-        k_of_n = f"{s['reproduced']} of {s['n']}" if s else ""
+        over = "no results" if not s else s["headline"] + (" (stale)" if s["stale"] or s["stale_control"] else "")
+        k_of_n, ci = (f"{s['k']} of {s['n']}", interval(s)) if s else ("", "")
         ctrl = "" if not s or not s["declared"] else s["control"]["headline"] if s["control"] else \
             "none" if s["declared"]["profile"] is None else "not run"
+        revised = s["history"]["revised"] if s and s["history"] else ""
         wall = f"{s['wall_s']:.1f} s" if s else ""
-        print(f"{c.id:8} {c.title[:40]:40} {over:15} {k_of_n:>7} {ctrl:15} {page:15} {wall:>8}")
-    print(evidence.RULE, evidence.RULE)
+        print(f"{c.id:8} {c.title[:34]:34} {over:21} {k_of_n:>7} {ci:12} {ctrl:15} {revised:>7} {page:15} {wall:>8}")
+    print(f"\n{rules.RULE}\nrevised: revisions after results (`nbdemo history CLAIM`).")
     if damaged:
         raise Damaged(damaged)
+
+
+def cmd_history(args):
+    """Each claim's verdict history (every state its store has held, the revisions declared), or with --backfill,
+    the history rebuilt from git and merged into results/history/ (nothing is removed)."""
+    for c in args.claims or CLAIMS.values():
+        if args.backfill:
+            h = history.backfill(c)
+            print(f"{c.id:8} {len(h['states'])} states, {len(h['revisions'])} declared revisions in {history.path(c)}")
+            continue
+        s = evidence.assess(c)
+        past = s["history"] if s else evidence.past(c, {})
+        print(f"{c.id}: {past['revised']} revisions after results ({past['declared']} declared)")
+        for e in past["items"]:
+            mark = " [revised after results]" if e["revised"] else ""
+            if e.get("revision"):
+                print(f"  {e['at'][:10]}  declared {e['kind']}: {e['what']}{mark}")
+            else:
+                print(f"  {e['at'][:10]}  {e['commit'] or (e['code'] or '') + ' (not committed)'}  {e['headline']} "
+                      f"{e['k']} of {e['n']}{mark}: {'; '.join(evidence.brief(e['changes'])) or 'first stored'}")
 
 
 def cmd_run(args):
@@ -127,7 +154,7 @@ def cmd_sweep(args):
         raise params.ParameterError("a sweep sets the seed itself: give the seeds with --seeds, not -p seed")
     if args.stale:
         # the default profile's check covers each claim's control too, which the claim's headline depends on
-        profiles = [args.profile] + ([evidence.CONTROL] if args.profile == "default" and not overrides else [])
+        profiles = [args.profile] + ([rules.CONTROL] if args.profile == "default" and not overrides else [])
         stale = [(c, p, s) for p in profiles for c in claims if p in params.profiles(c)
                  for s, (_, fresh) in store.status(c, p, overrides).items() if not fresh]
         for c, p, s in stale:
@@ -139,12 +166,12 @@ def cmd_sweep(args):
           gpu=args.gpu, force=args.force)
     for c in claims:
         s = evidence.assess(c, args.profile) if not overrides else evidence.summary(c, args.profile, overrides)
-        print(f"{c.id:8} {s['headline']:15} {s['reproduced']} of {s['n']} seeds reproduce")
+        print(f"{c.id:8} {s['headline']:15} {s['k']} of {s['n']} seeds reproduce (95% interval {interval(s)})")
 
 
 def cmd_book(args):
     for c in CLAIMS.values():  # a damaged store stops the book before any notebook runs (or the book's code loads)
-        for profile in {args.profile, evidence.CONTROL}:
+        for profile in {args.profile, rules.CONTROL}:
             store.load(c, profile)
     from nbdemo.book.build import build
     build(args.profile, strict=args.strict)
@@ -169,6 +196,13 @@ def main(argv=None):
         p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="override a parameter")
         p.add_argument("--force", action="store_true", help="run sizes, counts and step counts over their "
                        "bounds too (params.RULES)")
+
+    p = sub.add_parser("history", help="each claim's verdict history; --backfill rebuilds it from git into "
+                                       "results/history/")
+    p.add_argument("claims", nargs="*", type=known_claim)
+    p.add_argument("--backfill", action="store_true", help="add every state and revision that git holds (nothing "
+                                                           "is removed)")
+    p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("run", help="execute claim notebooks into build/ and print wall time and outcome")
     p.add_argument("claims", nargs="+", type=known_claim)

@@ -9,20 +9,11 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from nbdemo.book.pages import (
-    book_notebook,
-    chapter,
-    citation,
-    dashboard,
-    findings,
-    relabel,
-    rerun_box,
-    seeds_box,
-    summary,
-    urls,
-)
+from nbdemo.book.claim_page import book_notebook, relabel, rerun_box, seeds_box
+from nbdemo.book.findings import findings
+from nbdemo.book.pages import chapter, citation, dashboard, summary, urls
 from nbdemo.claims.registry import CLAIMS, PAPERS, ROOT
-from nbdemo.runs import evidence, params, runner, store
+from nbdemo.runs import evidence, params, rules, runner, store
 
 BOOK = ROOT / "book"
 STATIC = ["_config.yml", "intro.md", "references.bib"] + [f"{p.lower()}.md" for p in PAPERS]
@@ -60,7 +51,7 @@ def stage(done, profile):
     config(src)
     summaries = {c: s for c in CLAIMS.values() if (s := evidence.assess(c, profile))}
     intro = (src / "intro.md").read_text().replace("{{dashboard}}", dashboard(done, profile, summaries))
-    intro = intro.replace("{{citation}}", citation())
+    intro = intro.replace("{{citation}}", citation()).replace("{{rule}}", rules.RULE)
     intro = intro.replace("{{summary}}", summary(done, profile, summaries))
     for prefix in PAPERS:
         page = src / f"{prefix.lower()}.md"

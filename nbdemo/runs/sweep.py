@@ -19,7 +19,7 @@ import time
 
 from nbdemo.claims.registry import Claim, get
 from nbdemo.ml import datacheck
-from nbdemo.runs import params, runner, store
+from nbdemo.runs import history, params, runner, store
 
 MAX_RUNS = store.MAX_RUNS  # runs (claims x seeds) in one sweep: more is a typo, or a job to split into several sweeps
 CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler
@@ -269,6 +269,7 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, s
         for device in {full.get("device", "auto") for full in fulls}:
             params.check_device(device)
         datacheck.ensure({v: v for full in fulls for v in full.values() if isinstance(v, str)})  # each dataset once
+    started = history.now()
     env = {var: os.environ.get(var) for var in DASK_VARS}  # before a LocalCluster sets them
     cluster = _cluster(scheduler, workers, gpu)
     # the kernels of the LocalCluster's runs, removed at the end even when the workers were killed mid-run
@@ -280,6 +281,9 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, s
         if cluster is not None:
             cluster.close()
             shutil.rmtree(env["NBDEMO_KERNELS"], ignore_errors=True)
+        if profile in ("default", "control") and not overrides:  # the verdict's history: what the store holds now
+            for claim in dict.fromkeys(c for c, _ in todo):
+                history.record(claim, started)
     problems = ([f"{len(failed)} of {len(todo)} runs failed: " + ", ".join(f"{c.id} seed {s}" for c, s in failed)]
                 if failed else []) + \
                ([f"{len(unstored)} of {len(todo)} runs could not be stored: "

@@ -20,10 +20,11 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.wait import WebDriverWait
 
 from nbdemo.book import build as book
+from nbdemo.book import claim_page, findings, markup
 from nbdemo.book import pages as generated
 from nbdemo.claims.registry import CLAIMS, PAPERS
 from nbdemo.claims.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
-from nbdemo.runs import evidence, params, runner, store
+from nbdemo.runs import history, params, rules, runner, store
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -31,10 +32,13 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
 # synthetic sweeps of the first committed claims: outcomes per seed -> (headline, reproduced, stale seeds), and
 # their controls' outcomes per seed (None: not run). The first claim's check holds in 3 of 5 control seeds, so it is
-# uninformative and the claim INCONCLUSIVE although 4 of 5 seeds reproduce.
-SWEEPS = [([R, R, R, N, R], (I, 4, [])), ([R, N, N, I, R], (evidence.MIXED, 2, [])), ([N] * 5, (N, 0, [4]))]
-CONTROLS = [[R, R, R, N, N], [N] * 5, None]
-COLOURS = {R: "rgb(26, 127, 55)", N: "rgb(207, 34, 46)", evidence.MIXED: "rgb(191, 135, 0)", I: "rgb(110, 119, 129)"}
+# uninformative and the claim INCONCLUSIVE although 4 of 5 seeds reproduce (k = 0 after the control); the third
+# claim's control is declared but not run, so its check is untested, and one of its seeds is stale. The first claim
+# has a history (HISTORY): two states, the second with a threshold moved, and a declared revision.
+SWEEPS = [([R, R, R, N, R], (I, 0, [])), ([R, N, N, I, R], (rules.MIXED, 2, [])), ([N] * 5, (N, 0, [4]))]
+CONTROLS = [[R, R, R, N, N], [N, N, N, N, R], None]
+COLOURS = {R: "rgb(26, 127, 55)", N: "rgb(207, 34, 46)", rules.MIXED: "rgb(191, 135, 0)", I: "rgb(110, 119, 129)",
+           "STALE": "rgb(87, 96, 106)"}
 OTHER = (CLAIMS["TFD-1"], "paper", "NVIDIA H100 80GB HBM3")  # an executed paper-profile notebook committed into results/
 
 
@@ -80,6 +84,7 @@ def build_book(tmp, done, swept, fake_meta):
                 store.store(claim, fake_meta(claim, seed, outcome, fresh=seed not in stale))
             for seed, outcome in enumerate(control or []):
                 store.store(claim, fake_meta(claim, seed, outcome, profile="control"), "control")
+        synthetic_history(next(iter(swept)))
         claim, profile, gpu = OTHER
         nb = nbformat.read(done[claim][0], as_version=4)
         nb.metadata["nbdemo"] = {**nb.metadata["nbdemo"], "profile": profile,
@@ -87,6 +92,20 @@ def build_book(tmp, done, swept, fake_meta):
         (tmp / "results" / profile).mkdir(parents=True)
         nbformat.write(nb, tmp / "results" / profile / f"{claim.id}.ipynb")
         return book.build(strict=True, done=done, out=tmp / "out")
+
+
+def synthetic_history(claim):
+    """Two states of the claim's store, the second with its check's threshold moved after a declared revision."""
+    now = store.path(claim).read_bytes()
+    before = re.sub(rb'("name": "claim",\s+"value": [^,]+,\s+"op": ">=",\s+"threshold": )0.5', rb"\g<1>0.4", now)
+    control = store.path(claim, "control").read_bytes()
+    states = [{**history.state(body, control, params.defaults(claim), params.profile_file(claim)), "at": at,
+               "commit": commit}
+              for body, at, commit in [(before, "2026-11-20T00:00:00+00:00", "aaaaaaa"),
+                                       (now, "2026-11-22T00:00:00+00:00", "bbbbbbb")]]
+    revision = {**history._revision({"date": "2026-11-21", "kind": "threshold", "what": "the check's threshold 0.5",
+                                     "why": "Fig. 3 (l.45)"}), "at": "2026-11-21T00:00:00+00:00", "commit": "ccccccc"}
+    history.merge(claim, states, [revision])
 
 
 def chromium(tmp_path_factory, *flags):
@@ -196,30 +215,37 @@ def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
     rows = browser.execute_script("""
         return [...document.querySelectorAll('table tbody tr')].map(tr =>
             [[...tr.cells].map(td => td.innerText.trim()), tr.cells[0].querySelector('a')?.href ?? null,
-             [...tr.querySelectorAll('.outcome')].map(e => getComputedStyle(e).backgroundColor)]);""")
+             [...tr.querySelectorAll('.outcome')].map(e => getComputedStyle(e).borderColor.includes('87, 96, 106')
+                 ? 'rgb(87, 96, 106)' : getComputedStyle(e).backgroundColor)]);""")
     by_claim = {cells[0]: (cells, href, colours) for cells, href, colours in rows}
     assert list(by_claim) == list(CLAIMS)
+    column = {name: i for i, name in enumerate(generated.DASHBOARD)}
     for id_, (cells, href, colours) in by_claim.items():
         claim = CLAIMS[id_]
         if claim in done:
             page = done[claim][1]["verdict"]["outcome"]
-            assert cells[5] == page and colours[-1] == COLOURS[page], id_
+            assert cells[column["Seed 0"]] == page and colours[-1] == COLOURS[page], id_
             assert href and local_path(href) == index.parent / "claims" / f"{id_}.html", id_
         else:
-            assert cells[5] == "not reproduced yet" and href is None, id_
-        assert cells[4] == generated.setting_word(claim), id_
+            assert cells[column["Seed 0"]] == "not reproduced yet" and href is None, id_
+        assert cells[column["Setting"]] == generated.setting_word(claim), id_
         if claim in swept:
             headline, k, stale = swept[claim]
-            marks = ["stale"] * bool(stale) + ["uninformative check"] * (headline == I)
-            assert cells[1] == headline + (f" ({', '.join(marks)})" if marks else "") and colours[0] == COLOURS[headline]
-            assert cells[2] == f"{k} of 5 seeds", id_
+            marks = ["untested check"] * (claim == list(swept)[2]) + ["uninformative check"] * (headline == I)
+            shown = headline + (f" ({', '.join(marks)})" if marks else "")
+            assert cells[1] == (f"STALE last stored: {shown}" if stale else shown), id_
+            assert colours[0] == COLOURS["STALE" if stale else headline], id_
+            low, high = rules.wilson(k, 5)
+            assert cells[2] == f"{k} of 5 seeds (95% interval {low:.2f} to {high:.2f})", id_
             control = CONTROLS[list(swept).index(claim)]
-            assert cells[3] == ({R: evidence.MIXED, N: N}[control[0]] if control else "not run yet"), id_
+            assert cells[3] == (rules.headline(control) if control else "not run yet"), id_
+            assert cells[column["Revised"]] == ("1 (1 declared)" if claim == list(swept)[0] else "none"), id_
         else:
             assert cells[1] == "no sweep yet" and cells[2] == "", id_
     text = browser.find_element("tag name", "main").text
-    assert "is REPRODUCED when at least 80% of the seeds reproduce (4 of 5)" in text  # evidence.RULE
-    assert "is *uninformative*" not in text and "is uninformative" in text  # evidence.RULE, rendered
+    assert "REPRODUCED when the interval's lower bound is at least 0.5 (5 of 5, 9 of 10)" in text  # rules.RULE
+    assert "is *untested by its control*" not in text and "is untested by its control" in text  # rendered
+    assert "is uninformative" in text
     for prefix in PAPERS:
         assert f"{prefix} {sum(c.startswith(prefix + '-') for c in CLAIMS)}" in text  # the summary's scope
 
@@ -229,17 +255,23 @@ def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
     for claim, (headline, k, stale) in swept.items():
         visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
         box = browser.find_element("css selector", ".admonition.seeds")
-        assert f"Over 5 seeds: {headline}" in box.text and f"({k} of 5 reproduce)" in box.text, claim.id
-        per_seed = box.find_elements("css selector", "table")[0].find_elements("css selector", "tbody tr")
+        low, high = rules.wilson(k, 5)
+        assert f"Over 5 seeds: {headline}, {k} of 5 reproduce (95% interval of the share {low:.2f} to {high:.2f})" \
+            in box.text, claim.id
+        tables = box.find_elements("css selector", "table")
+        per_seed = tables[0].find_elements("css selector", "tbody tr")
         assert [r.text.split()[0] for r in per_seed] == ["0", "1", "2", "3", "4"], claim.id
         per_row = {cells[1]: cells for cells in ([td.text for td in r.find_elements("css selector", "td")] for r in
-                   box.find_elements("css selector", "table")[1].find_elements("css selector", "tbody tr"))}
+                   tables[1].find_elements("css selector", "tbody tr"))}
         assert per_row["fit"][2] == f"{5 - SWEEPS[list(swept).index(claim)][0].count(I)} of 5", claim.id
         assert per_row["claim"][4] == ">= 0.5 (ours: synthetic)", claim.id
         if headline == I:  # the check holds in 3 of 5 control seeds; raising its threshold past 1 fails every seed
             assert per_row["claim"][5] == "3 of 5 (uninformative)" and per_row["claim"][7] == "1 → NOT REPRODUCED"
             assert "The seeds alone give REPRODUCED" in box.text and "a synthetic control" in box.text
-        assert ("Stale seeds" in box.text) == bool(stale), claim.id
+            assert "INCONCLUSIVE (its rows alone: REPRODUCED)" in per_seed[0].text
+        if claim == list(swept)[2]:  # a control declared and not run tests nothing
+            assert per_row["claim"][5] == "untested: the control has not been run", claim.id
+        assert ("Stale: this is the last stored headline, not a current one" in box.text) == bool(stale), claim.id
         departs = generated.departures(claim)
         assert ("Setting: a substitute" in box.text) == bool(departs), claim.id
         assert all(d.split()[0] in box.text for d in departs or []), claim.id
@@ -247,6 +279,46 @@ def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
     if others:
         visit(browser, (index.parent / "claims" / f"{others[0].id}.html").as_uri())
         assert "No sweep over seeds is stored" in browser.find_element("css selector", ".admonition.seeds").text
+
+
+def test_claim_pages_show_the_verdicts_history_and_the_fresh_seeds(built, browser):
+    """The history as a short table (states with their headline and what changed, declared revisions), revisions
+    after results marked, no line number of the paper's text copy; which seeds are fresh."""
+    index, _, swept = built
+    first, second = list(swept)[:2]
+    visit(browser, (index.parent / "claims" / f"{first.id}.html").as_uri())
+    box = browser.find_element("css selector", ".admonition.seeds")
+    rows = [[td.text for td in tr.find_elements("css selector", "td")]
+            for tr in box.find_element("css selector", "table.history").find_elements("css selector", "tbody tr")]
+    assert [r[:2] for r in rows] == [["2026-11-20", "aaaaaaa"], ["2026-11-21", "ccccccc"], ["2026-11-22", "bbbbbbb"]]
+    assert rows[0][3] == "first stored" and rows[1][2] == "declared revision"
+    assert rows[1][3] == "threshold: the check's threshold 0.5 (why: Fig. 3) revised after results"
+    assert rows[2][3] == "threshold of a check (1) revised after results" and rows[2][2] == "INCONCLUSIVE 0 of 5"
+    assert "The verdict's history (1 revisions after results)" in box.text
+    assert "Fresh seeds: none yet. No seed has been run for the first time since the claim's last revision after " \
+           "results (2026-11-22)." in box.text
+    visit(browser, (index.parent / "claims" / f"{second.id}.html").as_uri())
+    box = browser.find_element("css selector", ".admonition.seeds")
+    assert "Fresh seeds: the claim has no revision after results" in box.text and not box.find_elements(
+        "css selector", "table.history")
+
+
+def test_a_stale_claim_is_never_shown_as_current(built, browser):
+    """A claim whose stored runs are stale shows STALE and its last stored headline, on the dashboard, its chapter
+    and its page (a landing may come before the final sweep)."""
+    index, _, swept = built
+    claim = next(c for c, (_, _, stale) in swept.items() if stale)
+    visit(browser, index.as_uri())
+    row = next(tr for tr in browser.find_elements("css selector", "table.dashboard tbody tr")
+               if tr.find_element("tag name", "td").text == claim.id)
+    assert row.find_elements("tag name", "td")[1].text.startswith("STALE last stored: ")
+    visit(browser, (index.parent / f"{claim.paper.lower()}.html").as_uri())
+    row = next(tr for tr in browser.find_elements("css selector", "table.chapter tbody tr")
+               if tr.find_element("tag name", "td").text == claim.id)
+    assert row.find_elements("tag name", "td")[1].text.startswith("STALE last stored: ")
+    visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
+    box = browser.find_element("css selector", ".admonition.seeds")
+    assert "box-stale" in box.get_attribute("class") and "Stale: this is the last stored headline" in box.text
 
 
 def test_results_of_other_profiles_are_shown_beside_the_default(built, browser):
@@ -265,7 +337,7 @@ def test_results_of_other_profiles_are_shown_beside_the_default(built, browser):
 def test_another_profiles_page_gets_its_own_figure_names():
     """The paper profile's page is a second copy of the claim's notebook: its figures and the references to them are
     renamed, so that each label is once in the book (a strict build fails on a duplicate)."""
-    nb = generated.relabel(nbformat.read(CLAIMS["PFC-1"].notebook, as_version=4), "paper")
+    nb = claim_page.relabel(nbformat.read(CLAIMS["PFC-1"].notebook, as_version=4), "paper")
     names = [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells if "figure" in c.metadata.get("mystnb", {})]
     prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert names and all(n.endswith("-paper") for n in names)
@@ -343,7 +415,7 @@ def test_claim_pages_show_outcome_and_measured_values_without_scrolling_sideways
         rows = [[td.text for td in tr.find_elements("css selector", "td")]
                 for tr in table.find_elements("css selector", "tbody tr")]
         assert [(r[0], r[2], r[3]) for r in rows] == [
-            (generated.MARKS[r["ok"]], generated.readable(r["name"]), generated.readable(r["measured"])) for r in meta["verdict"]["rows"]]
+            (claim_page.MARKS[r["ok"]], markup.readable(r["name"]), markup.readable(r["measured"])) for r in meta["verdict"]["rows"]]
         # the printed text table (what nbval compares) is kept, behind a toggle
         assert not browser.find_element("css selector", ".tag_nbval-check-output .cell_output").is_displayed()
 
@@ -387,11 +459,11 @@ def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
         if refs := re.findall(r".{20}\bl\.\s?\d+.{0,10}", browser.execute_script(PROSE)):
             found[page.name] = refs
     assert not found
-    assert generated.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
+    assert markup.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
         "peaks (§3.3), then falls: Fig. 2a (Fig. 7)"
-    assert generated.glued_from(CLAIMS["PFC-5"], "norm {glue:text}`gd:.2g`, {glue}`claims/PFC-6.ipynb::x`") == \
+    assert findings.glued_from(CLAIMS["PFC-5"], "norm {glue:text}`gd:.2g`, {glue}`claims/PFC-6.ipynb::x`") == \
         "norm {glue:text}`claims/PFC-5.ipynb::gd:.2g`, {glue}`claims/PFC-6.ipynb::x`"  # a finding copied elsewhere
-    assert generated.readable("'learned in the first phase' (l.170, l.178): not already") == \
+    assert markup.readable("'learned in the first phase' (l.170, l.178): not already") == \
         "'learned in the first phase': not already"
 
 
@@ -437,4 +509,4 @@ def test_the_book_opens_with_a_reproducibility_summary_and_each_chapter_lists_it
         visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
         colour = browser.execute_script(
             "return getComputedStyle(document.querySelector('.admonition.seeds')).borderLeftColor")
-        assert colour == COLOURS[headline], claim.id
+        assert colour == COLOURS["STALE" if swept[claim][2] else headline], claim.id

@@ -1,5 +1,7 @@
-"""Structured verdict rows, and what the stored runs are evidence of: controls, threshold flips, effect sizes."""
+"""Structured verdict rows, and what the stored runs are evidence of: the headline rule with its interval, controls
+that test a check or not, threshold flips (at 0 too) and thresholds inside metrics, effect sizes."""
 import math
+import statistics
 
 import pytest
 
@@ -13,9 +15,10 @@ from nbdemo.claims.verdict import (
     ours,
     paper,
 )
-from nbdemo.runs import evidence, params
+from nbdemo.runs import evidence, params, rules
 from nbdemo.runs import store as results
 
+R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
 MLI7 = CLAIMS["MLI-7"]
 
 
@@ -34,6 +37,11 @@ def meta(seed, rows_):
             "started": "now", "provenance": {}}
 
 
+def runs_of(ratios, gaps=None):
+    """{seed: record} of `rows`, one per ratio."""
+    return {s: {"rows": rows(r, (gaps or [0.5] * len(ratios))[s])} for s, r in enumerate(ratios)}
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """A results store and a profile file for MLI-7 with a control, both in tmp_path."""
@@ -47,6 +55,28 @@ def store(tmp_path, monkeypatch):
         for seed, ratio in enumerate(ratios):
             results.store(MLI7, meta(seed, rows(ratio, (gaps or [0.5] * len(ratios))[seed])), profile)
     return put
+
+
+@pytest.mark.parametrize("outcomes, headline", [
+    ([R] * 5, R), ([R] * 4 + [N], rules.MIXED), ([R] * 4 + [I], rules.MIXED), ([N] * 5, N),
+    ([N] * 4 + [R], rules.MIXED), ([N] * 3 + [I] * 2, N), ([I] * 3 + [R] * 2, I), ([I] * 2 + [R] * 3, rules.MIXED),
+    ([R] * 9 + [N], R), ([R] * 8 + [N] * 2, rules.MIXED), ([R] + [N] * 9, N), ([R] * 2 + [N] * 8, rules.MIXED),
+    ([I] * 6 + [R] * 4, I), ([I] * 5 + [R] * 5, rules.MIXED), ([R] * 4, rules.TOO_FEW), ([], rules.TOO_FEW),
+])
+def test_headline_over_seeds_by_its_wilson_interval(outcomes, headline):
+    assert rules.headline(outcomes) == headline
+
+
+def test_the_interval_at_the_boundaries():
+    """REPRODUCED needs a lower bound >= 0.5: 5 of 5 and 9 of 10 have it, 4 of 5 and 8 of 10 do not; NOT
+    REPRODUCED needs an upper bound <= 0.5: 0 of 5 and 1 of 10, not 1 of 5 or 2 of 10."""
+    low = {(k, n): rules.wilson(k, n)[0] for k, n in [(5, 5), (9, 10), (4, 5), (8, 10)]}
+    high = {(k, n): rules.wilson(k, n)[1] for k, n in [(0, 5), (1, 10), (1, 5), (2, 10)]}
+    assert low[5, 5] >= 0.5 and low[9, 10] >= 0.5 and low[4, 5] < 0.5 and low[8, 10] < 0.5
+    assert high[0, 5] <= 0.5 and high[1, 10] <= 0.5 and high[1, 5] > 0.5 and high[2, 10] > 0.5
+    assert rules.wilson(4, 5)[0] == pytest.approx(0.376, abs=1e-3)  # the issue's "reaches down to 0.38"
+    t = rules.tally([R] * 4 + [N])
+    assert (t["k"], t["n"], t["headline"]) == (4, 5, rules.MIXED) and t["high"] == pytest.approx(0.964, abs=1e-3)
 
 
 def test_a_row_states_its_source_and_its_pass_is_computed():
@@ -69,45 +99,124 @@ def test_a_row_states_its_source_and_its_pass_is_computed():
 
 def test_a_check_that_holds_in_its_control_is_uninformative(store):
     store("default", [6, 7, 8, 9, 6.5])              # every seed reproduces
-    store("control", [9.4, 9.3, 2, 6.3, 8.3], gaps=[1] * 5)  # the untrained net passes both checks (4 and 5 of 5)
+    store("control", [9.4, 9.3, 2, 6.3, 8.3], gaps=[1, 2, 1, 2, 1])  # the untrained net passes both checks (4, 5 of 5)
     a = evidence.assess(MLI7)
-    assert a["over_seeds"] == REPRODUCED and a["uninformative"] == ["plateau gap", "ratio s1/s2"]
-    assert a["headline"] == INCONCLUSIVE and a["declared"]["about"] == "the untrained network"
-    store("control", [9.4, 9.3, 2, 6.3, 8.3], gaps=[-1] * 5)  # only the ratio: the gap check still supports the claim
+    assert a["over_seeds"] == R and a["uninformative"] == ["plateau gap", "ratio s1/s2"] and not a["untested"]
+    assert a["headline"] == I and a["declared"]["about"] == "the untrained network"
+    store("control", [9.4, 9.3, 2, 6.3, 8.3], gaps=[-1, -2, -1, -2, -1])  # only the ratio: the gap still counts
     a = evidence.assess(MLI7)
-    assert a["uninformative"] == ["ratio s1/s2"] and a["headline"] == REPRODUCED
-    store("control", [1, 2, 3, 9, 9], gaps=[-1] * 5)  # now only 2 of 5 control seeds pass: informative
+    assert a["uninformative"] == ["ratio s1/s2"] and a["headline"] == R and (a["k"], a["n"]) == (5, 5)
+    store("control", [1, 2, 3, 9, 9], gaps=[-1, -2, -1, -2, -1])  # now only 2 of 5 control seeds pass: informative
     a = evidence.assess(MLI7)
-    assert a["uninformative"] == [] and a["headline"] == REPRODUCED
+    assert a["uninformative"] == [] and a["headline"] == R
+
+
+def test_a_control_whose_statistic_is_not_finite_tests_nothing(store):
+    """A NaN in the control (a rise over training at step 0) is no failure of the check: the check is untested, and
+    a run that rests on untested checks alone is INCONCLUSIVE."""
+    store("default", [6, 7, 8, 9, 6.5])
+    store("control", [math.nan] * 5, gaps=[math.nan] * 5)
+    a = evidence.assess(MLI7)
+    assert a["untested"] == {"plateau gap": "not finite in 5 of 5 control seeds",
+                             "ratio s1/s2": "not finite in 5 of 5 control seeds"}
+    assert a["uninformative"] == [] and a["over_seeds"] == R and a["headline"] == I
+    assert set(a["outcomes"].values()) == {I}
+
+
+def test_a_control_fixed_by_construction_tests_nothing(store):
+    """The same value in every control seed while the claim's varies ("end minus init" is 0 at init) is untested; a
+    value the claim shares in every seed too is not fixed by construction."""
+    store("default", [6, 7, 8, 9, 6.5], gaps=[0.5, 0.6, 0.7, 0.8, 0.9])
+    store("control", [1, 2, 3, 1, 2], gaps=[0] * 5)
+    a = evidence.assess(MLI7)
+    assert a["untested"] == {"plateau gap": "the same value (0) in every control seed, while it varies over the seeds"}
+    assert a["headline"] == R  # the ratio is tested, and fails in the control: informative
+    store("control", [5.5] * 5, gaps=[0] * 5)  # now both are fixed (the ratio passes there, by construction)
+    assert evidence.assess(MLI7)["headline"] == I
+    constant = runs_of([6] * 5)  # both statistics the same in every seed of the claim too: tested
+    assert rules.judge(constant, runs_of([1] * 5, gaps=[-1] * 5))["untested"] == {}
+
+
+def test_a_check_is_informative_only_through_a_control_finite_in_4_of_5_seeds():
+    runs = runs_of([6, 7, 8, 9, 6.5])
+    gaps_nan = [math.nan] * 5
+    four = runs_of([1, 2, 3, 4, math.nan], gaps=gaps_nan)  # the ratio finite in 4 of 5 control seeds, and failing
+    j = rules.judge(runs, four)
+    assert set(j["untested"]) == {"plateau gap"} and j["headline"] == R
+    three = runs_of([1, 2, 3, math.nan, math.nan], gaps=gaps_nan)  # 3 of 5: the control tests nothing
+    j = rules.judge(runs, three)
+    assert j["untested"]["ratio s1/s2"] == "not finite in 2 of 5 control seeds" and j["headline"] == I
+    assert rules.judge(runs, {})["headline"] == I  # declared but not run: nothing is tested
+    assert rules.judge(runs, None)["headline"] == R  # no control declared (a formula): the checks alone
 
 
 def test_an_uninformative_check_that_fails_still_counts_against_the_claim():
-    control = {s: {"rows": rows(9)} for s in range(5)}  # both checks hold in every control seed
-    runs = {s: {"rows": rows(4 if s < 4 else 6)} for s in range(5)}  # the ratio fails in seeds 0-3
-    j = evidence.judge(runs, control)
-    assert j["uninformative"] == ["plateau gap", "ratio s1/s2"] and j["headline"] == NOT_REPRODUCED
+    control = runs_of([9, 8, 9, 8, 9], gaps=[1, 2, 1, 2, 1])  # both checks hold in every control seed
+    runs = runs_of([4, 4, 4, 4, 6])  # the ratio fails in seeds 0-3
+    j = rules.judge(runs, control)
+    assert j["uninformative"] == ["plateau gap", "ratio s1/s2"] and j["headline"] == N
 
 
 def test_the_headline_flips_at_the_nearest_measured_value(store):
-    store("default", [5.2, 5.5, 6, 7, 4.0])  # 4 of 5 reproduce at >= 5
-    store("control", [1, 1, 1, 1, 1], gaps=[-1] * 5)
-    f = evidence.assess(MLI7)["flips"]
+    store("default", [5.2, 5.5, 6, 7, 8])  # 5 of 5 reproduce at >= 5
+    store("control", [1, 2, 1, 2, 1], gaps=[-1, -2, -1, -2, -1])
+    a = evidence.assess(MLI7)
+    assert a["headline"] == R
+    f = a["flips"]
     assert set(f) == {"ratio s1/s2", "trained: training error"}  # the paper's threshold is not varied
     ratio = f["ratio s1/s2"]
-    # past 5.2 the second seed fails too: 3 of 5, MIXED; 5.2 is within 10% of 5
-    assert ratio["at"] == 5.2 and ratio["headline"] == evidence.MIXED and ratio["sensitive"]
+    # past 5.2 the first seed fails: 4 of 5, MIXED; 5.2 is within 10% of 5
+    assert ratio["at"] == 5.2 and ratio["headline"] == rules.MIXED and ratio["sensitive"] and a["sensitive"]
     # training error is 0 in every seed: only a threshold below 0 fails them all
-    assert f["trained: training error"] == {"at": 0, "headline": INCONCLUSIVE, "threshold": 0.25, "sensitive": False}
-    effects = {r["name"]: (s, c) for r, s, c in evidence.assess(MLI7)["effects"]}
+    assert f["trained: training error"] == {"at": 0, "headline": I, "threshold": 0.25, "step": 0.025,
+                                           "sensitive": False}
+    effects = {r["name"]: (s, c) for r, s, c in a["effects"]}
     s, c = effects["ratio s1/s2"]
-    assert (s["n"], s["min"], s["max"]) == (5, 4.0, 7) and s["mean"] == pytest.approx(5.54) and c["mean"] == 1
+    assert (s["n"], s["min"], s["max"]) == (5, 5.2, 8) and s["mean"] == pytest.approx(6.34) and c["mean"] == 1.4
 
 
-def test_rows_stored_before_their_numbers_are_judged_by_their_pass(store):
-    for seed in range(5):
-        ok = seed > 0
-        legacy = [{"kind": "check", "name": "claim", "expected": "", "measured": "1", "ok": ok}]
-        results.store(MLI7, {**meta(seed, legacy), "verdict": {"outcome": REPRODUCED if ok else NOT_REPRODUCED,
-                                                          "rows": legacy}})
-    a = evidence.assess(MLI7)
-    assert a["headline"] == REPRODUCED and a["flips"] == {} and a["control"] is None
+def test_a_threshold_at_zero_moves_by_the_statistics_spread():
+    """"> 0" is not moved by ±10% of 0: the flip point is judged against the statistic's standard deviation over
+    the seeds (PFC-1's "loss still falling > 0" flipped at 0.00038 unflagged)."""
+    def verdict(x):
+        v = Verdict("MLI-7")
+        v.check("loss still falling", x, ">", 0, source=ours("any fall"))
+        v.check("plateau gap", 1.0, ">", 0.5, source=paper("Fig. 3"))
+        return {"rows": v.rows}
+    control = {s: verdict(-1.0 - s) for s in range(5)}
+    near = {s: verdict(x) for s, x in enumerate([0.00038, 0.002, 0.003, 0.001, 0.0025])}
+    f = evidence.sensitivity.flips(near, control, rules.judge(near, control)["headline"])["loss still falling"]
+    assert f["at"] == 0.00038 and f["headline"] == rules.MIXED and f["step"] == pytest.approx(statistics.stdev([0.00038, 0.002, 0.003, 0.001, 0.0025]))
+    assert f["sensitive"]
+    far = {s: verdict(x) for s, x in enumerate([0.5, 0.6, 0.55, 0.7, 0.65])}
+    f = evidence.sensitivity.flips(far, control, R)["loss still falling"]
+    assert f["at"] == 0.5 and not f["sensitive"]
+    same = {s: verdict(0.4) for s in range(5)}  # no spread: the median absolute value is the step
+    assert evidence.sensitivity.scale(same, "loss still falling") == 0.4
+
+
+def test_thresholds_inside_a_metric_are_varied_and_can_make_a_claim_sensitive():
+    def verdict(x, lower, higher):
+        v = Verdict("MLI-7")
+        v.check("plateau length", x, ">", 10, source=paper("Fig. 3"),
+                inner={"eps = 0.05 log k (ours)": (lower, higher), "3-point hold (ours)": None})
+        return {"rows": v.rows}
+    control = {s: verdict(1 + s, 1 + s, 1 + s) for s in range(5)}
+    runs = {s: verdict(20, 15, 12 if s else 8) for s in range(5)}  # at +10% seed 0's plateau is too short
+    inner = evidence.sensitivity.inner(runs, control, R)
+    assert inner["3-point hold (ours)"] is None
+    assert inner["eps = 0.05 log k (ours)"] == {"lower": R, "higher": rules.MIXED, "sensitive": True}
+    runs = {s: verdict(20, 15, 12) for s in range(5)}
+    assert not evidence.sensitivity.inner(runs, control, R)["eps = 0.05 log k (ours)"]["sensitive"]
+
+
+def test_rows_stored_before_their_numbers_are_judged_by_their_pass():
+    """Rows without numbers (stored before them, as the store's history holds them) pass or fail as stored; a
+    control cannot test them."""
+    runs = {seed: {"rows": [{"kind": "check", "name": "claim", "expected": "", "measured": "1", "ok": seed > 0}]}
+            for seed in range(5)}
+    j = rules.judge(runs, {})
+    assert j["over_seeds"] == rules.MIXED and j["untested"] == {"claim": "the control has not been run"}
+    assert j["headline"] == I and j["k"] == 0
+    assert rules.judge(runs, None)["headline"] == rules.MIXED and rules.judge(runs, None)["k"] == 4
+    assert evidence.sensitivity.flips(runs, None, rules.MIXED) == {}

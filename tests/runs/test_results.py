@@ -1,4 +1,5 @@
-"""The results store, the headline rule over seeds, and fingerprints fine-grained enough to stale only what changed."""
+"""The results store, its summary, and fingerprints fine-grained enough to stale only what changed (the headline rule
+is tested in test_evidence)."""
 import json
 import shutil
 
@@ -6,19 +7,10 @@ import pytest
 
 from nbdemo.claims.registry import CLAIMS
 from nbdemo.claims.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
-from nbdemo.runs import evidence, fingerprint, params, runner, store
+from nbdemo.runs import evidence, fingerprint, params, rules, runner, store
 
 R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
 MLI7, PCB1 = CLAIMS["MLI-7"], CLAIMS["PCB-1"]
-
-
-@pytest.mark.parametrize("outcomes, headline", [
-    ([R] * 5, R), ([R] * 4 + [N], R), ([R] * 4 + [I], R), ([R] * 3 + [N] * 2, evidence.MIXED),
-    ([N] * 4 + [R], N), ([N] * 5, N), ([I] * 3 + [R] * 2, I), ([I] * 2 + [R] * 2 + [N], evidence.MIXED),
-    ([R] * 8 + [N] * 2, R), ([R] * 7 + [N] * 3, evidence.MIXED), ([R] * 4, evidence.TOO_FEW),
-])
-def test_headline_over_seeds(outcomes, headline):
-    assert evidence.headline(outcomes) == headline
 
 
 def test_store_keeps_one_record_per_seed_and_summarises(tmp_path, monkeypatch, fake_meta):
@@ -28,7 +20,7 @@ def test_store_keeps_one_record_per_seed_and_summarises(tmp_path, monkeypatch, f
     body = json.loads(store.path(MLI7).read_text())
     assert list(body["runs"]) == ["0", "1", "2", "3", "4"] and not list(tmp_path.rglob("*.tmp"))
     s = evidence.summary(MLI7)
-    assert (s["headline"], s["n"], s["reproduced"], s["stale"]) == (evidence.MIXED, 5, 3, [])
+    assert (s["headline"], s["n"], s["k"], s["stale"]) == (rules.MIXED, 5, 3, [])
     assert s["rows"] == {("requirement", "fit"): [4, 5], ("check", "claim"): [3, 5]}
     store.store(MLI7, fake_meta(MLI7, 2, NOT_REPRODUCED, fresh=False))
     assert evidence.summary(MLI7)["stale"] == [2]
@@ -39,7 +31,7 @@ def test_editing_one_papers_metrics_stales_only_its_claims(tmp_path, monkeypatch
     shutil.copytree(fingerprint.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(fingerprint, "PACKAGE", package)
     before = {c.id: fingerprint.of(c, params.defaults(c)) for c in CLAIMS.values()}
-    with open(package / "metrics" / "pcb.py", "a") as f:
+    with open(package / "papers" / "pcb" / "metrics.py", "a") as f:
         f.write("\n# an edit\n")
     after = {c.id: fingerprint.of(c, params.defaults(c)) for c in CLAIMS.values()}
     changed = {c for c in CLAIMS if before[c] != after[c]}
@@ -49,11 +41,11 @@ def test_editing_one_papers_metrics_stales_only_its_claims(tmp_path, monkeypatch
 
 
 def test_modules_no_notebook_runs_are_in_no_fingerprint():
-    outside = {fingerprint.PACKAGE / f for f in ("runner.py", "params.py", "fingerprint.py", "book.py", "pages.py",
-                                                 "cli.py", "sweep.py", "store.py", "evidence.py", "bench.py")}
+    outside = {*(fingerprint.PACKAGE / "runs").glob("*.py"), *(fingerprint.PACKAGE / "book").glob("*.py"),
+               fingerprint.PACKAGE / "cli.py", fingerprint.PACKAGE / "bench.py"}
     for claim in CLAIMS.values():
         deps = set(fingerprint.dependencies(claim))
-        assert fingerprint.PACKAGE / "claims.py" in deps and not deps & outside, claim.id
+        assert fingerprint.PACKAGE / "claims" / "verdict.py" in deps and not deps & outside, claim.id
 
 
 @pytest.mark.parametrize("claim", CLAIMS.values(), ids=lambda c: c.id)
@@ -63,7 +55,7 @@ def test_committed_results_hold_the_seed_0_page_and_are_fresh(claim):
     a module it imports, or of its parameters needs `nbdemo sweep` again."""
     status, c = store.status(claim), claim.id
     assert params.defaults(claim)["seed"] in status, f"{c}: run `nbdemo sweep {c} --seeds 0 --commit`"
-    assert len(status) >= evidence.MIN_SEEDS, f"{c}: {len(status)} seeds; run `nbdemo sweep {c} --seeds 0-4`"
+    assert len(status) >= rules.MIN_SEEDS, f"{c}: {len(status)} seeds; run `nbdemo sweep {c} --seeds 0-4`"
     stale = sorted(s for s, (_, fresh) in status.items() if not fresh)
     assert not stale, f"{c}: seeds {stale} are stale; run `nbdemo sweep {c} --seeds 0-4`"
     page = runner.latest(claim)
@@ -78,19 +70,19 @@ def test_committed_results_carry_their_evidence(claim):
     that holds its code (no +dirty)."""
     c = claim.id
     # the verdict is made with nbdemo.claims.verdict, in the notebook or in a package helper it calls (pfc.depth_order_verdict)
-    assert fingerprint.PACKAGE / "verdict.py" in fingerprint.dependencies(claim), f"{c}: use nbdemo.claims.verdict"
+    assert fingerprint.PACKAGE / "claims" / "verdict.py" in fingerprint.dependencies(claim), f"{c}: use nbdemo.claims.verdict"
     decl = evidence.control(claim)
     assert decl and decl["about"].strip(), f"{c}: declare `control:` with `control about:`, or `no control:`"
     stored = store.status(claim)
     runs = {("default", s): r for s, (r, _) in stored.items()}
     if decl["profile"]:
-        control = store.status(claim, evidence.CONTROL)
+        control = store.status(claim, rules.CONTROL)
         missing = sorted(set(stored) - set(control))
         assert not missing, f"{c}: control seeds {missing} missing; run `nbdemo sweep {c} --profile control --seeds 0-4`"
         stale = sorted(s for s, (_, fresh) in control.items() if not fresh)
         assert not stale, f"{c}: control seeds {stale} are stale; run `nbdemo sweep {c} --profile control --seeds 0-4`"
         runs.update({("control", s): r for s, (r, _) in control.items()})
     for (profile, seed), r in runs.items():
-        bare = [row["name"] for row in r["rows"] if row["kind"] != "note" and not (evidence.scored(row) and row["source"])]
+        bare = [row["name"] for row in r["rows"] if row["kind"] != "note" and not (rules.scored(row) and row["source"])]
         assert not bare, f"{c} {profile} seed {seed}: rows without statistic or source: {bare}"
         assert not r["commit"].endswith("+dirty"), f"{c} {profile} seed {seed}: made from uncommitted code"

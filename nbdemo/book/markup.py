@@ -1,0 +1,48 @@
+"""The markup that every generated page uses: tables that wrap, outcome badges, and text without the line numbers
+of the project's private text copies of the papers."""
+import html
+import re
+
+
+def table(header, rows, cls=""):
+    """An HTML table that wraps: each cell carries its column's name, so that _static/outcomes.css can stack a row
+    into labelled lines where the column is narrow. Cells are HTML (escape text with `text`). One line, so that
+    MyST passes it through whole."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f'<td data-label="{h}">{c}</td>' for h, c in zip(header, row)) + "</tr>"
+                   for row in rows)
+    return (f'<div class="nbdemo-table"><table class="nbdemo {cls}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
+
+
+LINE_REFS = [(r"\s*\(l\.\s?\d+(?:[-–]\d+)?\)", ""),  # "(l.325)"
+             (r",\s*l\.\s?\d+(?:[-–]\d+)?\b", ""),  # "(§3.3, l.297-304)"
+             (r"\bl\.\s?\d+(?:[-–]\d+)?[:,]\s*", ""),  # "(l.278: at ...", "l.49, Fig. 2a"
+             (r"\s*\bl\.\s?\d+(?:[-–]\d+)?\b", "")]
+
+
+def readable(s):
+    """Text without the line numbers of the project's private text copies of the papers ("Fig. 7, l.180" reads
+    "Fig. 7"): a reader can follow a section, equation or figure, not a line."""
+    for pattern, by in LINE_REFS:
+        s = re.sub(pattern, by, s)
+    return re.sub(r"\s*\(\s*\)", "", s)  # "(l.170, l.178)" leaves "()"
+
+
+def text(s):
+    """Plain text as an HTML cell."""
+    return html.escape(readable(str(s)))
+
+
+def slug(label):
+    return label.lower().replace(" ", "-")
+
+
+def badge(label):
+    """An outcome as a coloured label (styled by _static/outcomes.css)."""
+    return f'<span class="outcome {slug(label)}">{label}</span>'
+
+
+def interval(s):
+    """"4 of 5 seeds (95% interval 0.38 to 0.96)": k of n and the Wilson interval of a `rules.tally`."""
+    return f"{s['k']} of {s['n']} seeds (95% interval {s['low']:.2f} to {s['high']:.2f})"

@@ -1,0 +1,128 @@
+"""How far a claim's headline stands from the thresholds of ours that decide it, and each statistic's spread over the
+seeds. Computed from the stored rows, by judging altered copies of them (`rules.judge`); nothing is rerun:
+- the flip point of each threshold of ours on a row: the nearest threshold at which the headline changes;
+- the headline with each threshold of ours inside a metric (a row's `inner`: the statistic recomputed with that
+  threshold 10% lower and 10% higher) moved either way;
+- per row, its decisive number over the seeds and in the control (mean, min, max).
+"""
+import math
+import statistics
+
+from nbdemo.claims.verdict import holds, numbers
+from nbdemo.runs.rules import SENSITIVE, judge, scored
+
+ORDERS = ("<", "<=", ">", ">=")  # comparisons with a nearby threshold to move to (not `== -1`: never diverged)
+
+
+def decisive(row):
+    """The one number that decides a row: its worst number against the comparison (the least for > and >=, the
+    greatest for < and <=), the mean of several numbers for notes."""
+    xs = numbers(row["value"])
+    if row.get("op") in (">", ">="):
+        return min(xs)
+    if row.get("op") in ("<", "<="):
+        return max(xs)
+    return xs[0] if len(xs) == 1 else statistics.fmean(xs)
+
+
+def _decisive(runs, name):
+    """The finite decisive numbers of a row over the runs."""
+    return [x for rec in runs.values() for r in rec["rows"]
+            if r["name"] == name and r.get("value") is not None and math.isfinite(x := decisive(r))]
+
+
+def _altered(runs, change):
+    """A copy of the runs in which each row that `change(row)` gives anew (else None) is replaced, its pass/fail
+    recomputed from its statistic."""
+    def row(r):
+        new = change(r)
+        return r if new is None else {**new, "ok": holds(new["value"], new["op"], new["threshold"])}
+    return None if runs is None else {s: {**rec, "rows": [row(r) for r in rec["rows"]]} for s, rec in runs.items()}
+
+
+def _headline(runs, control_runs, change):
+    return judge(_altered(runs, change), _altered(control_runs, change))["headline"]
+
+
+def _threshold(runs, name):
+    """(threshold, "paper" or "ours"): the one scalar threshold a row has in every run, or None."""
+    found = {(float(r["threshold"]), r["source"]["from"]) for rec in runs.values() for r in rec["rows"]
+             if r["name"] == name and scored(r) and not isinstance(r["threshold"], list)}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def scale(runs, name):
+    """The step on a statistic's own scale by which a threshold at 0 is moved: the standard deviation of the row's
+    decisive number over the seeds, or its median absolute value where that is 0."""
+    xs = _decisive(runs, name)
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return sd or (statistics.median(map(abs, xs)) if xs else 0.0)
+
+
+def flip(runs, control_runs, name, now):
+    """The threshold nearest to the row's own at which the headline changes from `now`: {"at", "headline" (there),
+    "threshold", "step" (10% of the threshold, or `scale` for a threshold at 0), "sensitive" (within a step)}, or
+    None when no threshold changes it. A row's pass/fail can change only at a run's decisive number."""
+    t0, best = _threshold(runs, name)[0], None
+    for c in sorted(set(_decisive(runs, name) + _decisive(control_runs or {}, name)), key=lambda c: abs(c - t0)):
+        if best and abs(c - t0) > abs(best[0] - t0):
+            break
+        for t in (c, c - 1e-9 * max(1, abs(c)), c + 1e-9 * max(1, abs(c))):
+            h = _headline(runs, control_runs, lambda r: {**r, "threshold": t} if r["name"] == name and scored(r)
+                          else None)
+            if h != now and (best is None or abs(t - t0) < abs(best[2] - t0)):
+                best = (c, h, t)
+    if best is None:
+        return None
+    step = SENSITIVE * abs(t0) if t0 else scale(runs, name)
+    return {"at": best[0], "headline": best[1], "threshold": t0, "step": step, "sensitive": abs(best[0] - t0) <= step}
+
+
+def flips(runs, control_runs, now):
+    """{row name: flip(...) or None} for every scored row whose threshold is ours and orders (`ORDERS`)."""
+    names = {r["name"] for rec in runs.values() for r in rec["rows"]
+             if r["kind"] != "note" and scored(r) and r["op"] in ORDERS}
+    return {name: flip(runs, control_runs, name, now) for name in sorted(names)
+            if (t := _threshold(runs, name)) and t[1] == "ours"}
+
+
+def inner(runs, control_runs, now):
+    """{threshold of ours inside a metric (a key of rows' `inner`): {"lower", "higher": the headline with the
+    statistics recomputed with it 10% lower and higher, "sensitive": either differs from `now`}, or None where it
+    is declared but not varied}. A threshold shared by several rows moves in all of them at once."""
+    varied = {}
+    for rec in runs.values():
+        for r in rec["rows"]:
+            for key, values in (r.get("inner") or {}).items():
+                varied[key] = varied.get(key, True) and values is not None
+    out = {}
+    for key in sorted(varied):
+        if not varied[key]:
+            out[key] = None
+            continue
+        lower, higher = (_headline(runs, control_runs, lambda r: {**r, "value": r["inner"][key][i]}
+                                   if (r.get("inner") or {}).get(key) else None) for i in (0, 1))
+        out[key] = {"lower": lower, "higher": higher, "sensitive": lower != now or higher != now}
+    return out
+
+
+def spread(runs, name):
+    """{"n", "mean", "min", "max", "k" (numbers per run)} of a row's decisive number over runs, or None."""
+    xs = _decisive(runs, name)
+    if not xs:
+        return None
+    k = next(len(numbers(r["value"])) for rec in runs.values() for r in rec["rows"]
+             if r["name"] == name and r.get("value") is not None)
+    return {"n": len(xs), "mean": statistics.fmean(xs), "min": min(xs), "max": max(xs), "k": k}
+
+
+def effects(runs, control_runs=None):
+    """[(row, its spread over the runs, over the control's runs)] for every row, in the verdict's order (spreads are
+    None for rows without numbers)."""
+    seen, out = set(), []
+    for rec in runs.values():
+        for r in rec["rows"]:
+            if r["name"] not in seen:
+                seen.add(r["name"])
+                out.append((r, spread(runs, r["name"]), spread(control_runs or {}, r["name"])))
+    return out
