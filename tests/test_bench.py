@@ -22,4 +22,4 @@ def test_a_diverged_bench_run_is_an_error():
 def test_an_unusable_device_is_refused_before_anything_is_timed(capsys):
     with pytest.raises(SystemExit):
         cli.main(["bench", "--device", "gpu"])
-    assert "argument --device: Expected one of cpu" in capsys.readouterr().err
+    assert "argument --device: 'gpu' is not auto, cpu, cuda, cuda:N or mps" in capsys.readouterr().err
