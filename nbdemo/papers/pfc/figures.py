@@ -6,8 +6,8 @@ METRIC_TITLES = {"PFC1": "within-class variability (PFC1)", "PFC2": "distance to
 METRIC_LABELS = {"PFC1": r"$\mathrm{tr}(\Sigma_W)\,/\,\mathrm{tr}(\Sigma_B)$",
                  "PFC2": r"$\|\widetilde{H}^{\top}\widetilde{H}\,/\,\|\widetilde{H}^{\top}\widetilde{H}\|_F - E\|_F$",
                  "PFC3": "NCC accuracy"}
-# The one number the paper gives for a plotted metric: the last layer is NCC separable, PFC3 "collapses to 1" (l.323,
-# l.347); PFC1 and PFC2 are shown in its figures only.
+# The one number the paper gives for a plotted metric: the last layer is NCC separable, PFC3 "collapses to 1" (§IV-A,
+# Fig. 3); PFC1 and PFC2 are shown in its figures only.
 PAPER_PFC3 = dict(y=1, color="grey", ls="--", lw=0.9, label="paper: PFC3 = 1 (last layer)")
 FIGSIZE = (9, 3.2)  # three panels in the book's column (at most ~9 inches wide)
 

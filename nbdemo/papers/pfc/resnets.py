@@ -1,9 +1,9 @@
 """The ResNets of the PFC paper (Wang, Gai & Zhang), and the features of their blocks.
 
 - FCResNet: embedding -> `blocks` residual blocks x + ReLU(W x + b) -> linear classifier (MNIST row of Table I).
-- ConvResNet: the convolutional ResNets of Table I, built from a dataset's stage list, with batch norm in the blocks
-  and global average pooling before the classifier. The FC block carries a bias; §III-C's model block sigma(W x) has
-  none.
+- ConvResNet: the convolutional ResNets of Table I, built from a dataset's stage list, by default with batch norm in
+  the blocks and global average pooling before the classifier, which Table I does not specify (either can be turned
+  off). The FC block carries a bias; §III-C's model block sigma(W x) has none.
 - block_features: every measured block's features, collected with forward hooks that are removed after use.
 
 Layout: rows are samples; features are (N, D).
@@ -16,7 +16,7 @@ from torch import nn
 
 
 class Block(nn.Module):
-    """x + ReLU(W x + b): the residual block of §III-C, v_l(x) = sigma(W_l x) (l.241), with a bias added."""
+    """x + ReLU(W x + b): the residual block of §III-C, v_l(x) = sigma(W_l x), with a bias added."""
 
     def __init__(self, width):
         super().__init__()
@@ -42,12 +42,12 @@ class FCResNet(nn.Module):
 class ConvBlock(nn.Module):
     """x + ReLU(BN(conv3x3(x))), the convolutional form of the block as standard ResNets build it (batch norm after
     the convolution, which then needs no bias), as in the networks of Papyan et al. [13] whose setting the paper
-    follows (l.325)."""
+    follows (§IV-A); with `batch_norm=False`, x + ReLU(conv3x3(x) + b), the convolutional form of §III-C's block."""
 
-    def __init__(self, channels):
+    def __init__(self, channels, batch_norm=True):
         super().__init__()
-        self.conv = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn = nn.BatchNorm2d(channels)
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1, bias=not batch_norm)
+        self.bn = nn.BatchNorm2d(channels) if batch_norm else nn.Identity()
 
     def forward(self, x):
         return x + F.relu(self.bn(self.conv(x)))
@@ -64,28 +64,30 @@ TABLE_I = {
 
 class ConvResNet(nn.Module):
     """A conv ResNet of Table I. A strided conv3x3 + ReLU enters each stage (the stem enters the first); the blocks
-    (`ConvBlock`) of a stage keep its shape. `self.blocks` is the last stage, whose features the PFC metrics compare
-    (§IV-A); its input is layer 0. The classifier `self.head` takes the flattened last-stage features, averages each
-    channel over its map (global average pooling, as standard ResNets do before their classifier) and is linear on
-    the channel means. Without the pooling and the batch norm the last stage never became NCC separable, as the
-    paper's architectures are chosen to be (l.323), and its within-class variability grew while the training set
-    was fitted (the PFC-4 notebook gives the runs).
+    (`ConvBlock`, with batch norm if `batch_norm`) of a stage keep its shape. `self.blocks` is the last stage, whose
+    features the PFC metrics compare (§IV-A); its input is layer 0. The classifier `self.head` takes the flattened
+    last-stage features; with `avg_pool` it averages each channel over its map (global average pooling, as standard
+    ResNets do before their classifier) and is linear on the channel means, else it is linear on the flattened maps.
+    Table I gives only the stages' shapes. Without the pooling and the batch norm the last stage did not become NCC
+    separable, as the paper's architectures are chosen to be (§IV-A), and its within-class variability grew while
+    the training set was fitted (the PFC-4 notebook gives the runs).
 
     in_shape: (C, H, W) of the images; width: channels of the first stage (Table I's value by default).
     """
 
-    def __init__(self, in_shape, stages, n_classes, width):
+    def __init__(self, in_shape, stages, n_classes, width, batch_norm=True, avg_pool=True):
         super().__init__()
         layers, c_in, size = [], in_shape[0], in_shape[1]
         for s, (out_size, n_blocks) in enumerate(stages):
             c_out = width * 2 ** s
             layers += [nn.Conv2d(c_in, c_out, 3, stride=size // out_size, padding=1), nn.ReLU()]
-            layers += [ConvBlock(c_out) for _ in range(n_blocks)]
+            layers += [ConvBlock(c_out, batch_norm) for _ in range(n_blocks)]
             c_in, size = c_out, out_size
         self.blocks = nn.Sequential(*layers[-stages[-1][1]:])
         self.trunk = nn.Sequential(*layers[:-stages[-1][1]])
-        self.head = nn.Sequential(nn.Unflatten(1, (c_in, size, size)), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                  nn.Linear(c_in, n_classes))
+        pooled = nn.Sequential(nn.Unflatten(1, (c_in, size, size)), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                               nn.Linear(c_in, n_classes))
+        self.head = pooled if avg_pool else nn.Linear(c_in * size * size, n_classes)
 
     def forward(self, x):
         return self.head(self.blocks(self.trunk(x)).flatten(1))

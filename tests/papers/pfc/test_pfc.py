@@ -206,7 +206,8 @@ def test_train_recorded_and_the_terminal_phase_rows():
     assert hist["train_loss"][-1] == pytest.approx(float(torch.nn.functional.cross_entropy(out.double(), y)))
     v = Verdict("PFC-1")
     models.require_terminal_phase(v, hist, len(y))
-    assert [r["kind"] for r in v.rows] == ["requirement"] * 3
+    models.require_regime(v, hist, len(y))
+    assert [r["kind"] for r in v.rows] == ["requirement"] * 6
     assert all(r["source"] for r in v.rows)
 
 
@@ -217,19 +218,83 @@ def test_terminal_phase_rows_of_an_untrained_net_fail_without_crashing():
     hist, feats, acc = models.train_recorded(resnets.FCResNet(8, 16, 2, 3), X, y, steps=0, lr_milestones=[0.8, 0.9],
                                              batch_size=16, lr=0.05, progress=False)
     assert hist.steps == [0] and len(feats) == 3
-    v = Verdict("PFC-1")
-    models.require_terminal_phase(v, hist, len(y))
+    v = models.terminal_phase_verdict("PFC-1", hist, len(y))
     phase = next(r for r in v.rows if r["name"].startswith("terminal phase"))
     assert phase["value"] == "nan" and phase["ok"] is False  # never at zero error: no terminal phase
-    assert not any(r["ok"] for r in v.rows)
+    assert not any(r["ok"] for r in v.rows[1:])  # only 'training stayed finite' holds
+    assert models.order_trend(hist, len(y), 2)[0] == 0.0  # no record after step 0: no trend
 
 
-def history(errors, loss, ncc=1.0, steps=None):
+@pytest.mark.parametrize("conv", [False, True])
+def test_a_diverged_run_is_inconclusive_with_its_step_and_no_traceback(conv):
+    X, y = noisy_classes(K=3, D=8, n=20)
+    if conv:
+        X = X.reshape(60, 2, 2, 2).repeat_interleave(4, 2).repeat_interleave(4, 3)  # (60, 2, 8, 8) images
+        model = resnets.ConvResNet((2, 8, 8), [(4, 2), (2, 2)], 3, 4)
+    else:
+        model = resnets.FCResNet(8, 16, 2, 3)
+    hist, feats, acc = models.train_recorded(model, X, y, steps=50, lr_milestones=[0.8, 0.9], batch_size=16,
+                                             lr=1e6, momentum=0.9, progress=False)
+    assert hist.diverged_at is not None
+    metrics = models.layer_metrics(feats, y)
+    v = models.depth_order_verdict("PFC-4" if conv else "PFC-1", hist, metrics, len(y))
+    assert v.outcome == "INCONCLUSIVE" and v.rows[0]["measured"] == f"diverged at step {hist.diverged_at}"
+    rho, _ = models.order_trend(hist, len(y), 2)
+    assert np.isfinite(rho)
+
+
+def test_shuffled_labels_keep_the_class_sizes_and_break_the_classes():
+    y = torch.arange(10).repeat_interleave(20)
+    z = models.shuffled(y, seed=3)
+    assert torch.equal(torch.bincount(z), torch.bincount(y)) and (z != y).float().mean() > 0.5
+    assert torch.equal(z, models.shuffled(y, seed=3)) and not torch.equal(z, models.shuffled(y, seed=4))
+
+
+def test_the_regime_needs_a_collapsed_last_layer_and_an_effective_depth_equal_to_the_depth():
+    from nbdemo.claims.verdict import Verdict
+
+    def rows(metrics, n=200):
+        v = Verdict("PFC-1")
+        models.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), n)
+        return {r["name"]: r["ok"] for r in v.rows}
+
+    ordered = {"PFC1": [1.0, 0.5, 0.09], "PFC2": [0.9, 0.5, 0.08], "PFC3": [0.9, 0.95, 1.0]}
+    assert all(rows(ordered).values())
+    # PFC2 only 0.11 of layer 0's: not collapsed; PFC1 at exactly a tenth is
+    ok = rows({**ordered, "PFC2": [1.0, 0.5, 0.11]})
+    assert not ok["last layer collapsed: PFC2 of the last layer / of layer 0"]
+    assert ok["last layer collapsed: PFC1 of the last layer / of layer 0"] and ok["effective depth L0 equals the depth"]
+    assert rows({**ordered, "PFC1": [1.0, 0.5, 0.1]})["last layer collapsed: PFC1 of the last layer / of layer 0"]
+    # layer 1 already as NCC-accurate as the last: effective depth 1 of 2
+    assert not rows({**ordered, "PFC3": [0.9, 1.0, 1.0]})["effective depth L0 equals the depth"]
+
+
+def test_the_order_trend_is_the_rank_correlation_of_step_and_pairs_in_order():
     from nbdemo.ml.train import History
 
+    def trend(pfc1_per_record):
+        h = History()
+        for s, p1 in enumerate(pfc1_per_record):  # two blocks; PFC2 and PFC3 in order at every record
+            h.add(s * 10, {"PFC1": p1, "PFC2": [0.9, 0.8, 0.7], "PFC3": [0.8, 0.9, 1.0]})
+        return models.order_trend(h, 100, 2)
+
+    rising = [[1, 2, 3], [1, 2, 0.5], [1, 2, 0.5], [1, 0.8, 0.5], [1, 0.8, 0.5]]
+    rho, counts = trend(rising)
+    assert list(counts) == [4, 5, 5, 6, 6] and rho > 0.8
+    assert trend([[1, 0.8, 0.5]] * 4)[0] == 0.0  # in order from the first step on: no trend
+    assert trend(rising[::-1])[0] < -0.8
+    assert trend([[1, 2, 3]] + [[1, 0.8, 0.5]] * 4)[0] == 0.0  # only step 0 out of order: no trend after it
+
+
+def history(errors, loss, ncc=1.0, steps=None, metrics=None):
+    """A History of `train_recorded`'s records: training errors and loss, and the layers' metrics (by default two
+    layers, the last NCC-accurate `ncc` and collapsed to a twentieth of layer 0 in PFC1 and PFC2)."""
+    from nbdemo.ml.train import History
+
+    metrics = metrics or {"PFC1": [1.0, 0.05], "PFC2": [0.9, 0.045], "PFC3": [0.5, ncc]}
     h = History()
     for s, e, l in zip(steps or range(len(errors)), errors, loss):
-        h.add(s, {"train_errors": e, "train_loss": l, "PFC3": [0.5, ncc]})
+        h.add(s, {"train_errors": e, "train_loss": l, **metrics})
     return h
 
 
@@ -282,6 +347,29 @@ def test_check_across_depth_scores_the_blocks_before_effective_depth():
                   "NCC-correct samples never fewer across depth (blocks 1..L0)": False}
 
 
+def test_the_depth_rows_declare_the_ncc_tolerance_with_its_variants():
+    from nbdemo.claims.verdict import Verdict
+
+    # the last layer has 2 NCC errors of 200, exactly the 1% allowed: 10% less tolerance (1.8) makes it not NCC
+    # separable, so that every block is scored (L0 = 3) and the effective depth is not defined
+    metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6]),
+               "PFC3": np.array([0.9, 0.95, 0.99, 0.99])}
+    v = Verdict("PFC-1")
+    assert models.check_across_depth(v, metrics, 200) == 2
+    row = v.rows[0]
+    (name, (lower, higher)), = row["inner"].items()
+    assert "1%" in name and len(row["value"]) == 2 and len(lower) == 3 and len(higher) == 2
+    v = Verdict("PFC-1")
+    models.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), 200)
+    depth = v.rows[-1]
+    assert depth["value"] == 2 and depth["inner"][name] == ["nan", 2]
+    v = Verdict("PFC-2")
+    h = history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics)
+    models.check_order_trend(v, h, 200)
+    assert v.rows[0]["value"] == 0.0 and v.rows[0]["ok"] is False  # the same order at every record: no trend
+    assert v.rows[0]["inner"][name] == [0.0, 0.0]
+
+
 def test_no_block_before_effective_depth_fails_the_checks():
     from nbdemo.claims.verdict import Verdict
 
@@ -302,19 +390,20 @@ def test_measure_layers_gives_the_effective_depth():
 
 def test_depth_order_verdict_holds_the_rows_pfc1_and_pfc4_share():
     n = 200
-    metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5, 0.9]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6, 0.65]),
-               "PFC3": np.array([0.9, 0.95, 0.95, 0.995, 0.995])}
-    v = models.depth_order_verdict("PFC-1", history([5, 0, 0], [1.0, 0.1, 0.05], ncc=0.995), metrics, n)
+    metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5, 0.2]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6, 0.05]),
+               "PFC3": np.array([0.9, 0.95, 0.95, 0.99, 0.995])}
+    v = models.depth_order_verdict("PFC-1", history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), metrics, n)
     assert [r["name"] for r in v.rows] == [
         "training stayed finite", "training error 0", "terminal phase: loss still falling after zero error",
-        "last layer NCC-separable: NCC error", "effective depth L0 (first layer as NCC-accurate as the last)",
-        "PFC1 decreases across depth (blocks 1..L0)", "PFC1: blocks after effective depth in order",
-        "PFC2 decreases across depth (blocks 1..L0)", "PFC2: blocks after effective depth in order",
-        "NCC-correct samples never fewer across depth (blocks 1..L0)", "PFC3: blocks after effective depth in order",
-        "last layer's PFC1 (0 at full collapse)", "PFC1 of the last layer / of layer 0"]
-    assert v.rows[-1]["value"] == pytest.approx(0.3) and v.outcome == "REPRODUCED"
+        "last layer NCC-separable: NCC error", "last layer collapsed: PFC1 of the last layer / of layer 0",
+        "last layer collapsed: PFC2 of the last layer / of layer 0", "effective depth L0 equals the depth",
+        "PFC1 decreases across depth (blocks 1..L0)", "PFC2 decreases across depth (blocks 1..L0)",
+        "NCC-correct samples never fewer across depth (blocks 1..L0)"]
+    assert v.rows[4]["value"] == pytest.approx(0.2 / 3) and v.outcome == "REPRODUCED"
+    assert models.page_numbers(history([5, 0, 0], [1.0, 0.1, 0.05]), metrics) == pytest.approx(
+        {"zero_error_step": 1, "pfc1_ratio": 0.2 / 3, "pfc2_ratio": 0.05 / 0.9})
     assert [r["name"] for r in models.terminal_phase_verdict("PFC-2", history([5, 0, 0], [1, 0.1, 0.05]), n).rows] \
-        == [r["name"] for r in v.rows[:4]]
+        == [r["name"] for r in v.rows[:7]]
 
 
 def test_the_figures_fit_the_book_column_with_labels_and_the_papers_pfc3():
