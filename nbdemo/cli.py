@@ -116,7 +116,7 @@ def cmd_history(args):
         for e in past["items"]:
             mark = " [revised after results]" if e["revised"] else ""
             if e.get("revision"):
-                print(f"  {e['at'][:10]}  declared {e['kind']}: {e['what']}{mark}")
+                print(f"  {e['date']:10}  declared {e['kind']}: {e['what']}{mark}")
             else:
                 print(f"  {e['at'][:10]}  {e['commit'] or (e['code'] or '') + ' (not committed)'}  {e['headline']} "
                       f"{e['k']} of {e['n']}{mark}: {'; '.join(evidence.brief(e['changes'])) or 'first stored'}")

@@ -83,7 +83,7 @@ def history_table(h):
             mark = " <strong>revised after results</strong>" + ("" if e.get("revision") or e["declared"] else
                                                                 " (not declared)")
         if e.get("revision"):
-            rows.append([e["at"][:10], e["commit"] or "not committed", "declared revision",
+            rows.append([text(e["date"]), e["commit"] or "not recorded yet", "declared revision",
                          f"{text(e['kind'])}: {text(e['what'])} (why: {text(e['why'])}){mark}"])
         else:
             said = "; ".join(brief(e["changes"])) or "first stored"

@@ -74,6 +74,7 @@ def build_book(tmp, done, swept, fake_meta):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "BUILD", tmp)
         mp.setattr(store, "RESULTS", tmp / "results")
+        mp.setattr(history, "REVISIONS", tmp / "revisions")  # the claims' own revision records are not these tests'
         shutil.copytree(params.PROFILES, tmp / "profiles", dirs_exist_ok=True)
         mp.setattr(params, "PROFILES", tmp / "profiles")
         for claim, (outcomes, (_, _, stale), control) in swept.items():
