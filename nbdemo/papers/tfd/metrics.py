@@ -27,8 +27,8 @@ def first_phase(steps, loss, n_classes, drop=0.1):
     """The one definition of the two phases, used by every TFD notebook.
 
     The paper divides training by the training loss: in the first phase it "does not decrease significantly", in
-    the second it "suddenly begins to decrease" (§3, l.49; app. A, l.276), and the boundary is where the features
-    are least diverse (l.278). `loss` is the loss on a fixed evaluation set, recorded at `steps`.
+    the second it "suddenly begins to decrease" (§3; app. A), and the boundary is where the features are least
+    diverse (app. A). `loss` is the loss on a fixed evaluation set, recorded at `steps`.
 
     1. The plateau level is min(loss[0], ln k), the loss of a net that has learned nothing beyond chance. The second
        phase is detected at `drop`, the first record whose loss is below (1 - drop) times that level (a significant
@@ -64,19 +64,26 @@ def in_first_phase(steps, phase):
     return [i for i, s in enumerate(steps) if s <= phase.last]
 
 
-def trend(steps, values):
+def window(n, share=0.25):
+    """How many of n records make the window of `trend` at either end: a share of them (a quarter), at least one."""
+    return max(1, int(n * share))
+
+
+def trend(steps, values, share=0.25):
     """Two statistics of "keeps increasing" over a series, fixed for every TFD notebook.
 
     rho: Spearman's rank correlation of the values with the step (1 for a monotone rise, about 0 without a trend);
-    rise: the mean over the last quarter of the records minus the mean over the first quarter (at least one record
-    each), so that no single record (a start-up transient, a dip at the boundary) decides it. NaN with < 3 records.
+    rise: the mean over the last quarter of the records minus the mean over the first quarter (`window`; `share`
+    varies the quarter), so that no single record (a start-up transient, a dip at the boundary) decides it. NaN
+    with < 3 records, and rho NaN for a constant series.
     """
     from scipy.stats import spearmanr
     v = np.asarray(values, dtype=float)
     if len(v) < 3:
         return float("nan"), float("nan")
-    q = max(1, len(v) // 4)
-    return float(spearmanr(steps, v).statistic), float(v[-q:].mean() - v[:q].mean())
+    q = window(len(v), share)
+    rho = float("nan") if np.all(v == v[0]) else float(spearmanr(steps, v).statistic)
+    return rho, float(v[-q:].mean() - v[:q].mean())
 
 
 def interclass_cosine(F, y):
