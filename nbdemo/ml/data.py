@@ -21,6 +21,8 @@ from nbdemo.ml.datacheck import DataUnavailable, data_root, ensure_fashion_mnist
 
 SMALL_MAMMALS = [36, 50, 65, 74, 80]  # CIFAR-100 fine labels of coarse class 16 (hamster, mouse, rabbit, shrew, squirrel)
 CATS_AND_DOGS = [3, 5]  # CIFAR-10
+
+
 def dry_run():
     """True when the runner checks a profile "in shape": data is random, training takes two steps."""
     return os.environ.get("NBDEMO_DRY_RUN") == "1"

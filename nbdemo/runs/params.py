@@ -154,7 +154,7 @@ RULES = {  # parameter name (or "CLAIM:name", for one claim's) -> (test, what is
     "downsample": integer(1, 96, "the largest image here, STL-10's, is 96 pixels wide"),
     "cnn_kernels": each(integer(1, 96, "the largest image here, STL-10's, is 96 pixels wide")),
     "layer": integer(1),
-    "power": integer(2),  # r of the r-homogeneous model: Theorem 3's exponents divide by r - 1
+    "power": integer(1),  # r of the r-homogeneous model (MLI-7; its control is r = 1, a linear model)
     **dict.fromkeys(("lr", "cnn_lr", "real_lr", "lr_easy", "lr_linear", "lr_regime", "lr_whitened", "gamma",
                      "gamma_between", "gamma_escape", "beta", "beta_regime", "beta_shallow", "delta", "eps",
                      "whiten_eps", "zca_eps", "learned_loss", "amplify_factor", "gap_ratio"), RATE),
@@ -173,6 +173,7 @@ RULES = {  # parameter name (or "CLAIM:name", for one claim's) -> (test, what is
     **dict.fromkeys(("batch_norm", "avg_pool"), FLAG),  # PFC-4: Table I's blocks without them
     "project_to": integer(0, *INPUT),  # PCB-3's control: the first K principal coordinates (0: none)
     "second_arm": choice("whitened", "permuted"),  # PCB-7's control: (c)'s second pair on permuted pixels
+    "amplify_directions": choice("principal", "random"),  # PCB-9's control: random directions amplified
     "seed": (lambda v: _int(v) and 0 <= v < 2 ** 32, "an integer in [0, 2**32) (numpy's seeds)"),
     "dataset": choice(*DATASETS),
     "precision": choice(*PRECISIONS),
@@ -180,6 +181,7 @@ RULES = {  # parameter name (or "CLAIM:name", for one claim's) -> (test, what is
     "loss": choice(*LOSSES),
     "model": choice(*MODELS_PCB6),
     "norms": each(choice(*NORMS), distinct=True),
+    "bias": choice("all", "last", "none"),  # nbdemo.ml.models.MLP's bias (MLI-4's control: "none")
     "device": (lambda v: isinstance(v, str) and (v in ("auto", "cpu", "mps") or CUDA.fullmatch(v) is not None),
                "auto, cpu, cuda, cuda:N or mps"),
 }

@@ -24,6 +24,7 @@ from filelock import FileLock
 from nbdemo.claims.registry import ROOT
 from nbdemo.claims.verdict import KINDS, OPS, OUTCOMES
 from nbdemo.runs import fingerprint, params, runner
+from nbdemo.runs.params import short
 
 RESULTS = Path(os.environ.get("NBDEMO_RESULTS", ROOT / "results"))
 REPAIR = "restore it with `git checkout -- results/` or move it away and sweep again"
@@ -75,7 +76,7 @@ def _text(x):
 
 def _source_fault(src):
     if not isinstance(src, dict) or src.get("from") not in ("paper", "ours"):
-        return f"source {src!r} is not paper(...) or ours(...)"
+        return f"source {short(src)} is not paper(...) or ours(...)"
     if src["from"] == "paper" and not (_text(src.get("where")) and (
             "line" not in src or (isinstance(src["line"], int) and not isinstance(src["line"], bool)
                                   and src["line"] >= 1))):
@@ -90,29 +91,29 @@ def _row_fault(row):
     if not isinstance(row, dict):
         return "is not a mapping"
     if not (_text(row.get("name")) and row["name"]):
-        return f"name {row.get('name')!r} is not a text"
+        return f"name {short(row.get('name'))} is not a text"
     if row.get("kind") not in KINDS:
-        return f"kind {row.get('kind')!r} is not one of {', '.join(KINDS)}"
+        return f"kind {short(row.get('kind'))} is not one of {', '.join(KINDS)}"
     for field in ("expected", "measured"):
         if not _text(row.get(field)):
-            return f"{field} {row.get(field)!r} is not a text"
+            return f"{field} {short(row.get(field))} is not a text"
     if row.get("reported") is not None and not _text(row["reported"]):
-        return f"reported {row['reported']!r} is not a text or null"
+        return f"reported {short(row['reported'])} is not a text or null"
     if row["kind"] == "note":
         if any(row.get(f) is not None for f in ("ok", "op", "threshold", "source")) or "inner" in row:
             return "a note has no ok, op, threshold, source or inner"
         if row.get("value") is not None and not _statistic(row["value"]):
-            return f"value {row['value']!r} is not a number, a list of numbers or null"
+            return f"value {short(row['value'])} is not a number, a list of numbers or null"
         return None
     if not isinstance(row.get("ok"), bool):
-        return f"ok is {row.get('ok')!r}, not true or false"
+        return f"ok is {short(row.get('ok'))}, not true or false"
     if row.get("op") not in OPS:
-        return f"op {row.get('op')!r} is not one of {' '.join(OPS)}"
+        return f"op {short(row.get('op'))} is not one of {' '.join(OPS)}"
     if not _statistic(row.get("value")):
-        return f"value {row.get('value')!r} is not a number or a list of numbers"
+        return f"value {short(row.get('value'))} is not a number or a list of numbers"
     n, t = len(row["value"]) if isinstance(row["value"], list) else 1, row.get("threshold")
     if not (_number(t) or (isinstance(t, list) and len(t) in (1, n) and all(map(_number, t)))):
-        return f"threshold {t!r} is not a number or a list of one number or of one per value"
+        return f"threshold {short(t)} is not a number or a list of one number or of one per value"
     if fault := _source_fault(row.get("source")):
         return fault
     inner = row.get("inner", {})
@@ -129,17 +130,18 @@ def _fault(run, seed):
     if fault := _plain(run, depth=3):
         return fault
     if not (_text(run.get("fingerprint")) and FINGERPRINT.fullmatch(run["fingerprint"])):
-        return f"fingerprint {run['fingerprint']!r} is not 16 hex digits" if "fingerprint" in run else "no fingerprint"
+        return f"fingerprint {short(run['fingerprint'])} is not 16 hex digits" if "fingerprint" in run else \
+            "no fingerprint"
     if run.get("seed") != seed or isinstance(run.get("seed"), bool):
-        return f"seed {run.get('seed')!r} is not its key"
+        return f"seed {short(run.get('seed'))} is not its key"
     if run.get("outcome") is not None and run.get("outcome") not in OUTCOMES:
-        return f"outcome {run.get('outcome')!r} is not one of {', '.join(OUTCOMES)} or null"
+        return f"outcome {short(run.get('outcome'))} is not one of {', '.join(OUTCOMES)} or null"
     wall = run.get("wall_s")
     if not (isinstance(wall, (int, float)) and not isinstance(wall, bool) and wall >= 0):
-        return f"wall_s {wall!r} is not a number of seconds"
+        return f"wall_s {short(wall)} is not a number of seconds"
     for field in ("commit", "started"):
         if not _text(run.get(field)):
-            return f"{field} {run.get(field)!r} is not a text"
+            return f"{field} {short(run.get(field))} is not a text"
     prov = run.get("provenance")
     if prov is not None and not (isinstance(prov, dict) and all(
             v is None or isinstance(v, (str, int, float)) for v in prov.values())):
@@ -149,7 +151,7 @@ def _fault(run, seed):
     for i, row in enumerate(run["rows"]):
         if fault := _row_fault(row):
             name = row.get("name") if isinstance(row, dict) else None
-            return f"row {name!r}: {fault}" if _text(name) and name else f"row {i + 1}: {fault}"
+            return f"row {short(name)}: {fault}" if _text(name) and name else f"row {i + 1}: {fault}"
     return None
 
 
@@ -158,7 +160,7 @@ def _check(body, claim):
     if not isinstance(body, dict) or not isinstance(body.get("runs"), (dict, list)):
         return "is not a mapping with 'runs'"
     if body.get("claim", claim.id) != claim.id:
-        return f"holds claim {body['claim']!r}, not {claim.id}"
+        return f"holds claim {short(body['claim'])}, not {claim.id}"
     if not isinstance(body["runs"], dict):
         return "'runs' is not a mapping of seeds to records"
     if len(body["runs"]) > MAX_RUNS:
@@ -167,7 +169,7 @@ def _check(body, claim):
         return fault
     for key, run in body["runs"].items():
         if not (SEED_KEY.fullmatch(key) and int(key) < 2 ** 32):
-            return f"seed key {key[:40]!r} is not an integer in [0, 2**32) written plainly"
+            return f"seed key {short(key)} is not an integer in [0, 2**32) written plainly"
         if fault := _fault(run, int(key)):
             return f"seed {key}: {fault}"
     return None
