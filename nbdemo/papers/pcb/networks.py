@@ -20,11 +20,17 @@ from nbdemo.papers.pcb.metrics import compact_weight
 
 
 def half_mse(out, y):
-    """½‖out - onehot(y)‖² averaged over the batch (the paper's L2 loss per sample)."""
-    return 0.5 * ((out - F.one_hot(y, out.shape[-1]).to(out.dtype)) ** 2).sum(-1).mean()
+    """½‖out - onehot(y)‖² of each member averaged over its batch (the paper's L2 loss per sample): out (N, B, K),
+    y (N, B) -> (N,)."""
+    return 0.5 * ((out - F.one_hot(y, out.shape[-1]).to(out.dtype)) ** 2).sum(-1).mean(-1)
 
 
-LOSSES = {"mse": half_mse, "ce": F.cross_entropy}
+def cross_entropy(out, y):
+    """The cross-entropy of each member averaged over its batch: out (N, B, K), y (N, B) -> (N,), as one call."""
+    return F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view(y.shape).mean(-1)
+
+
+LOSSES = {"mse": half_mse, "ce": cross_entropy}  # per member, over a stacked ensemble's outputs
 
 
 def init_variances(dims, init="glorot"):
@@ -58,27 +64,41 @@ def train_linear(weights, X, y, *, steps, lr, batch_size=None, loss="mse", seed=
     O(L K m²) instead of O(n L m²)), then the outputs X W^T. All members see the same batches (full batch when
     batch_size is None). Full-batch "mse" uses the identity ½ mean‖Wx - y‖² = ½ tr(W S Wᵀ) - tr(W Cᵀ) + ½ with
     S = XᵀX / n, C = YᵀX / n (one-hot Y), which costs O(K q²) instead of O(n K q) per step.
+    Groups: X (G, n, q) and y (G, n) give G datasets of the same size, member i (of N = G M) training on dataset
+    i // M; every group takes the same batches, so G conditions trained from the same init and seed in one call run
+    as G separate calls would, at a fraction of the per-step cost.
+    A layer whose tensor does not require grad is frozen: it enters W but is not trained.
     record(weights, step) -> dict is called on `nbdemo.ml.train.schedule`.
     """
-    criterion, n = vmap(LOSSES[loss]), len(weights[0])
-    if loss == "mse" and (batch_size is None or batch_size >= len(X)):  # full batch: the loss needs only Σ_XX, Σ_YX
-        S, C = X.T @ X / len(X), F.one_hot(y, weights[-1].shape[-2]).to(X.dtype).T @ X / len(X)
+    Xg, yg = (X, y) if X.dim() == 3 else (X[None], y[None])  # (G, n, q), (G, n)
+    n_groups, n = len(Xg), len(weights[0])
+    if n % n_groups:
+        raise ValueError(f"{n} members cannot be split into {n_groups} groups of data")
+    criterion, per_group, n_samples = LOSSES[loss], n // n_groups, Xg.shape[1]
+
+    def grouped(W):  # (N, K, q) -> (G, M K, q): each group's members stacked along the outputs
+        return W.flatten(0, 1).unflatten(0, (n_groups, -1))
+
+    if loss == "mse" and (batch_size is None or batch_size >= n_samples):  # full batch: needs only Σ_XX, Σ_YX
+        S = Xg.mT @ Xg / n_samples  # (G, q, q)
+        C = F.one_hot(yg, weights[-1].shape[-2]).to(X.dtype).mT @ Xg / n_samples  # (G, K, q)
+        C = C.repeat_interleave(per_group, 0)  # (N, K, q)
 
         def step_loss(idx):
             W = compact_weight(weights)  # (N, K, q)
-            return 0.5 * ((W @ S) * W).sum((1, 2)) - (W * C).sum((1, 2)) + 0.5
+            return 0.5 * ((grouped(W) @ S).view_as(W) * W).sum((1, 2)) - (W * C).sum((1, 2)) + 0.5
     else:
         def step_loss(idx):
-            W = compact_weight(weights)  # (N, K, q), applied to the batch as one matrix product
-            Xb = X[idx]
-            out = (Xb @ W.reshape(-1, W.shape[-1]).T).reshape(len(Xb), n, -1).transpose(0, 1)
-            return criterion(out, y[idx].expand(n, -1))
+            out = Xg[:, idx] @ grouped(compact_weight(weights)).mT  # (G, B, M K), one matrix product per group
+            out = out.unflatten(-1, (per_group, -1)).transpose(1, 2).flatten(0, 1)  # (N, B, K)
+            return criterion(out, yg[:, idx].repeat_interleave(per_group, 0))
 
     def on_record(s):
         with torch.no_grad():
             return record([w.detach() for w in weights], s)
 
-    return fit(weights, step_loss, batches(len(X), batch_size, steps, seed, X.device), steps=steps, lr=lr,
+    trained = [w for w in weights if w.requires_grad]
+    return fit(trained, step_loss, batches(n_samples, batch_size, steps, seed, X.device), steps=steps, lr=lr,
                momentum=0.0, weight_decay=0.0, lr_milestones=(), record=record and on_record, record_at=record_at,
                progress=progress, shape=(n,))
 

@@ -13,20 +13,17 @@ parameter, so a notebook's default profile can build a small stand-in of the sam
 `linear=True` is the surrogate behind the compact representation (§3.3, l.291: activations ignored; "linear
 st-VGG", l.864: identity activations, average pooling in place of max-pooling), without dropout.
 
-Dropout draws a mask per member, so the ensemble is trained here rather than by `nbdemo.ml.ensemble.train_ensemble`,
-whose vmap refuses random operations: `train_ensemble` below is the same loop (`nbdemo.ml.train.fit`, member i's
-batches from seed + i) with vmap's randomness "different". A model without dropout draws nothing, and its steps are
-those of `nbdemo.ml.ensemble.train_ensemble` (tested).
+Dropout draws a mask per member: the ensemble trains with `nbdemo.ml.ensemble.train_ensemble(...,
+randomness="different")` (member i's batches from seed + i, its own masks; tested).
 """
 import copy
 import math
 
 import torch
 from torch import nn
-from torch.func import functional_call, jacrev, stack_module_state, vmap
+from torch.func import functional_call, jacrev, vmap
 
 from nbdemo.ml.data import dry_run
-from nbdemo.ml.train import batches, fit, loss_fn
 from nbdemo.papers.pcb.networks import glorot_
 
 # App. D.2 (l.862)
@@ -90,41 +87,6 @@ class StVGG(nn.Module):
 def ensemble(n_models, in_shape, n_classes, device="cpu", **kwargs):
     """`n_models` st-VGGs (`StVGG(in_shape, n_classes, **kwargs)`), each with its own Glorot-uniform init, zero biases."""
     return [glorot_(StVGG(in_shape, n_classes, **kwargs)).to(device) for _ in range(n_models)]
-
-
-def _functional(model, per_member):
-    base = copy.deepcopy(model).to("meta")
-    return vmap(lambda p, x: functional_call(base, p, (x,)), in_dims=(0, 0 if per_member else None),
-                randomness="different")
-
-
-def train_ensemble(models, X, y, *, steps, lr=LR, batch_size=BATCH_SIZE, seed=0, loss="ce", record=None,
-                   record_at=None, progress=False):
-    """Train the members of `models` (one architecture, their own inits) with plain SGD, each on its own batches
-    (member i's from seed + i) and, in training mode, its own dropout masks. Returns (state, History) as
-    `nbdemo.ml.ensemble.train_ensemble` does; record(state, step) -> dict is called on `nbdemo.ml.train.schedule`."""
-    params, buffers = stack_module_state(models)
-    params, n = {k: v.detach().requires_grad_() for k, v in params.items()}, len(models)
-    state = {**params, **buffers}
-    per_member_loss = vmap(loss_fn(loss))
-    if batch_size is None or batch_size >= len(X):
-        orders, forward = batches(len(X), batch_size, steps, seed, X.device), _functional(models[0], False)
-        step_loss = lambda idx: per_member_loss(forward(state, X[idx]), y[idx].expand(n, -1))
-    else:  # one (N, batch_size) index tensor a step
-        orders = map(torch.stack, zip(*(batches(len(X), batch_size, steps, seed + i, X.device) for i in range(n))))
-        forward = _functional(models[0], True)
-        step_loss = lambda idx: per_member_loss(forward(state, X[idx]), y[idx])
-
-    def detached():
-        return {k: v.detach() for k, v in state.items()}
-
-    def on_record(s):
-        with torch.no_grad():
-            return record(detached(), s)
-
-    hist = fit(list(params.values()), step_loss, orders, steps=steps, lr=lr, momentum=0.0, weight_decay=0.0,
-               lr_milestones=(), record=record and on_record, record_at=record_at, progress=progress, shape=(n,))
-    return detached(), hist
 
 
 def predict(model, state, X, *, max_rows=2 ** 16):

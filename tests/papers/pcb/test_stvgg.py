@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from nbdemo.ml.ensemble import ensemble_forward, train_ensemble
+from nbdemo.ml.ensemble import ensemble_forward, functional, train_ensemble
 from nbdemo.papers.pcb import stvgg
 from nbdemo.papers.pcb.networks import SmallVGG, cnn_compact_weight, glorot_
 
@@ -63,9 +63,10 @@ def test_linear_surrogate_is_affine_and_its_map_is_read_off_exactly():
     assert torch.allclose(jac, W[1], atol=1e-5)
 
 
-def test_without_dropout_it_is_smallvgg_and_trains_as_train_ensemble():
+def test_without_dropout_it_is_smallvgg_and_random_draws_change_nothing():
     """A dropout-free StVGG with two blocks of two 3×3 convolutions is the package's SmallVGG layer for layer: the same
-    Glorot draws, the same steps as `nbdemo.ml.ensemble.train_ensemble`, the same compact map as `cnn_compact_weight`."""
+    Glorot draws, the same steps (trained with randomness="different", which draws nothing here), the same compact
+    map as `cnn_compact_weight`."""
     shape, n = (1, 14, 14), 3
     X, y = torch.randn(60, *shape), torch.arange(60) % 2
     torch.manual_seed(1)
@@ -77,8 +78,9 @@ def test_without_dropout_it_is_smallvgg_and_trains_as_train_ensemble():
     Uf = torch.linalg.qr(torch.randn(196, 196))[0]
     p_old, h_old = train_ensemble(old, X, y, steps=12, lr=0.1, batch_size=20, seed=3, record_at=4, progress=False,
                                   record=lambda p, s: {"C": cnn_compact_weight(old[0], p, shape) @ Uf})
-    p_new, h_new = stvgg.train_ensemble(new, X, y, steps=12, lr=0.1, batch_size=20, seed=3, record_at=4,
-                                        record=lambda p, s: {"C": stvgg.compact_weight(new[0], p, shape) @ Uf})
+    p_new, h_new = train_ensemble(new, X, y, steps=12, lr=0.1, batch_size=20, seed=3, record_at=4, progress=False,
+                                  randomness="different",
+                                  record=lambda p, s: {"C": stvgg.compact_weight(new[0], p, shape) @ Uf})
     assert (h_old.loss == h_new.loss).all() and h_old.steps == h_new.steps
     assert all(torch.equal(a, b) for a, b in zip(h_old.records["C"], h_new.records["C"]))
     assert torch.equal(ensemble_forward(old[0], p_old, X), stvgg.predict(new[0], p_new, X))
@@ -90,7 +92,9 @@ def test_dropout_draws_a_mask_per_member_and_predict_uses_none():
     net = stvgg.StVGG(shape, 2, channels=[4, 4], kernels=[3, 3], hidden=16)
     state = {k: torch.stack([v.detach()] * 2) for k, v in net.named_parameters()}  # two identical members
     X = torch.randn(5, *shape)
-    train_out = stvgg._functional(net.train(), False)(state, X)
+    with pytest.raises(RuntimeError, match="randomness"):  # vmap's default refuses the random masks
+        functional(net.train())(state, X)
+    train_out = functional(net.train(), randomness="different")(state, X)
     assert not torch.allclose(train_out[0], train_out[1])
     out = stvgg.predict(net.train(), state, X, max_rows=4)  # chunks of 2 images: eval mode, identical members
     assert out.shape == (2, 5, 2) and torch.equal(out[0], out[1]) and torch.allclose(out[0], net.eval()(X))
@@ -103,7 +107,8 @@ def test_papers_st_vgg_takes_a_training_step():
     X, y = torch.randn(8, 3, 32, 32), torch.arange(8) % 2
     models = stvgg.ensemble(2, (3, 32, 32), 2)
     before = {k: v.detach().clone() for k, v in torch.func.stack_module_state(models)[0].items()}
-    state, hist = stvgg.train_ensemble(models, X, y, steps=2, batch_size=4, seed=0)
+    state, hist = train_ensemble(models, X, y, steps=2, lr=stvgg.LR, batch_size=4, seed=0, randomness="different",
+                                 progress=False)
     assert hist.loss.shape == (2, 2) and torch.isfinite(torch.as_tensor(hist.loss)).all()
     assert all(not torch.equal(before[k], state[k]) for k in before)
 
