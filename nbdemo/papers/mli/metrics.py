@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nbdemo.ml.ensemble import ensemble_forward
+
 LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d)
 
 
@@ -69,24 +71,36 @@ def evaluate(net, X, y, batch_size=10_000):
     return loss / len(X), wrong / len(X)
 
 
-def interpolate(model, theta0, thetaT, X, y, alphas, *, scheme="normal", batch_size=10_000):
+@torch.no_grad()
+def interpolate(model, theta0, thetaT, X, y, alphas, *, scheme="normal", batch_size=10_000, alpha_chunk=10):
     """Loss and error curves along θ[α] for each α in `alphas`.
 
     model: an instance of the architecture (its own parameters are not used or changed).
     theta0, thetaT: state dicts at initialisation and after training.
+    The points of the path are evaluated `alpha_chunk` at a time, as the members of one vectorised ensemble
+    (`nbdemo.ml.ensemble.ensemble_forward`); a net with BatchNorm, whose statistics are recomputed at each α, one
+    at a time.
     Returns dict(alpha, loss, error) of float64 tensors.
     """
-    net = copy.deepcopy(model).eval()
     alphas = torch.as_tensor(alphas, dtype=torch.float64)
-    loss, error = [], []
-    for a in alphas.tolist():
-        net.load_state_dict(interpolated_state(model, theta0, thetaT, a, scheme))
-        _recompute_batchnorm(net, X, batch_size)
-        l, e = evaluate(net, X, y, batch_size)
-        loss.append(l)
-        error.append(e)
-    return dict(alpha=alphas, loss=torch.tensor(loss, dtype=torch.float64),
-                error=torch.tensor(error, dtype=torch.float64))
+    net = copy.deepcopy(model).eval()
+    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules()):
+        curve = []
+        for a in alphas.tolist():
+            net.load_state_dict(interpolated_state(model, theta0, thetaT, a, scheme))
+            _recompute_batchnorm(net, X, batch_size)
+            curve.append(evaluate(net, X, y, batch_size))
+        loss, error = (torch.tensor(c, dtype=torch.float64) for c in zip(*curve))
+        return dict(alpha=alphas, loss=loss, error=error)
+    loss, wrong = torch.zeros(len(alphas), dtype=torch.float64), torch.zeros(len(alphas), dtype=torch.float64)
+    for c in torch.arange(len(alphas)).split(alpha_chunk):
+        states = [interpolated_state(model, theta0, thetaT, a, scheme) for a in alphas[c].tolist()]
+        stacked = {name: torch.stack([st[name] for st in states]) for name in states[0]}
+        for i in range(0, len(X), batch_size):
+            logits, t = ensemble_forward(net, stacked, X[i:i + batch_size]).double(), y[i:i + batch_size]
+            loss[c] += F.cross_entropy(logits.flatten(0, 1), t.repeat(len(c)), reduction="none").view(len(c), -1).sum(1)
+            wrong[c] += (logits.argmax(-1) != t).sum(1).double()
+    return dict(alpha=alphas, loss=loss / len(X), error=wrong / len(X))
 
 
 def _plateau_run(alphas, high, hold):
@@ -111,7 +125,7 @@ def _plateau_run(alphas, high, hold):
 
 
 def output_bias_gap(model, state):
-    """Δ_max of Theorem 1 (paper 003, l.17) for the net `model` with parameters `state`: its largest output bias
+    """Δ_max of Theorem 1 (paper 003, §3) for the net `model` with parameters `state`: its largest output bias
     minus its smallest (the output layer is the last Linear/Conv layer); 0 for a net without an output bias."""
     names = {m: n for n, m in model.named_modules()}
     bias = state.get(f"{names[[m for m in model.modules() if isinstance(m, LAYERS)][-1]]}.bias")
@@ -122,7 +136,7 @@ def plateau(alphas, error, loss, k, *, eps, delta_max=0.0, tol=0.01, hold=3):
     """The plateaus of an interpolation curve of a k-class problem.
 
     The paper never defines a plateau numerically: it reads them off the curves, as stretches where "the loss
-    and error remain high until close to the optimum" (paper 003, l.9). Theorem 1 (l.17) says what "high" is:
+    and error remain high until close to the optimum" (paper 003, §1). Theorem 1 (§3) says what "high" is:
     on [α1, α2] the error is 1 − 1/k (every sample takes one class; a balanced set's error cannot exceed that level
     by much), and on [0, α3] the mean loss lies in the band [log k − 2eϵ, log k + αΔ_max + 2eϵ], which starts at
     log k and widens upwards with the output bias gap Δ_max. So a point is on the error plateau when
@@ -164,9 +178,12 @@ def trend_test(groups, *, n_perm=10_000, seed=0):
 
     groups: a list of 1-d tensors, the values of each setting in the order of the hypothesised increase.
     Returns (rho, p): p = (1 + #{permutations with rho ≥ observed}) / (1 + n_perm), with the values permuted among
-    all positions (a seeded generator, so it is deterministic). rho is NaN and p is 1 when every value is equal.
+    all positions (a seeded generator, so it is deterministic). rho is NaN and p is 1 when every value is equal; both
+    are NaN when a value is NaN.
     """
     x = torch.cat([torch.as_tensor(g, dtype=torch.float64).flatten() for g in groups])
+    if x.isnan().any():
+        return math.nan, math.nan
     pos = torch.cat([torch.full((len(g),), float(i)) for i, g in enumerate(groups)]).double()
     rx, rp = _ranks(x), _ranks(pos)
     if rx.std() == 0:
@@ -214,3 +231,10 @@ def learning_steps(steps, class_loss, threshold):
     below = torch.as_tensor(class_loss) <= threshold
     first = steps[below.double().argmax(0)]  # argmax returns the first maximal index
     return torch.where(below.any(0), first, math.inf)
+
+
+def majority_chance(p, n):
+    """The probability that at least n // 2 + 1 of n independent nets show an event of probability p each: the
+    chance level of a check that asks a majority of n nets for it."""
+    need = n // 2 + 1
+    return sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(need, n + 1))

@@ -57,19 +57,22 @@ def homogeneous_bounds(WT, bT, *, r, delta, eps):
     R_i = Δ_i / W_ii(T)^r over the classes other than the top-bias one; W_max = max_i W_ii(T).
     Also returns alpha2_lead = R_min^(1/(r−1)), the leading order of α2 as δ → 0.
     Without a bias gap (Δ_min = 0, e.g. the untrained model) Assumption 1 fails: α1 = inf and α2 = 0, no plateau.
+    For r = 1 (a linear model, outside the theorem's r ≥ 3) the exponent 1/(r−1) is undefined: α2, its leading
+    order and α4 are NaN.
     """
     k = len(bT)
     top, gaps = bias_gaps(bT)
     w = torch.as_tensor(WT, dtype=torch.float64)[:, :k].diagonal()
     R = gaps / w[torch.arange(k) != top] ** r
+    out = dict(top=top, delta_min=float(gaps.min()), delta_max=float(gaps.max()), W_max=float(w.max()),
+               R_min=float(R.min()), R_max=float(R.max()),
+               alpha1=delta / float(gaps.min()) if gaps.min() > 0 else math.inf,
+               alpha3=eps ** (1 / r) / float(w.max()))
+    if r == 1:
+        return {**out, "alpha2": math.nan, "alpha2_lead": math.nan, "alpha4": math.nan}
     p = 1 / (r - 1)
-    return dict(top=top, delta_min=float(gaps.min()), delta_max=float(gaps.max()), W_max=float(w.max()),
-                R_min=float(R.min()), R_max=float(R.max()),
-                alpha1=delta / float(gaps.min()) if gaps.min() > 0 else math.inf,
-                alpha2=(1 + math.sqrt(delta)) ** (-r * p) * float(R.min()) ** p,
-                alpha2_lead=float(R.min()) ** p,
-                alpha3=eps ** (1 / r) / float(w.max()),
-                alpha4=(1 + delta) ** p * (float(R.max()) / r) ** p)
+    return {**out, "alpha2": (1 + math.sqrt(delta)) ** (-r * p) * float(R.min()) ** p,
+            "alpha2_lead": float(R.min()) ** p, "alpha4": (1 + delta) ** p * (float(R.max()) / r) ** p}
 
 
 def loss_band(alpha, k, delta_max, eps, *, c=1):
@@ -79,8 +82,9 @@ def loss_band(alpha, k, delta_max, eps, *, c=1):
 
 
 def spectral_norms(weights):
-    """Largest singular value of each matrix, float64."""
-    return torch.stack([torch.linalg.matrix_norm(w.detach().double(), ord=2) for w in weights])
+    """Largest singular value of each matrix, float64 (NaN for a matrix with a non-finite entry: a diverged net)."""
+    return torch.stack([torch.linalg.matrix_norm(w.detach().double(), ord=2) if torch.isfinite(w).all()
+                        else torch.tensor(math.nan, dtype=torch.float64) for w in weights])
 
 
 def fcn_bounds(V0, VT, bT, *, eps, x_norm=1.0, rebalance=True):
@@ -168,7 +172,7 @@ def easy_function(x, y):
 
 
 def easy_line(r, beta, alphas):
-    """Prop. 5's interpolation curve of Eq. 3 (app. A.2, l.57): γ(α) = f((1−α) x0, (1−α) y0 − α), from
+    """Prop. 5's interpolation curve of Eq. 3 (app. A.2): γ(α) = f((1−α) x0, (1−α) y0 − α), from
     (x0, y0) = (r sin β, r cos β) to the minimiser (0, −1). r and β broadcast together; α runs along a new leading
     axis: (len(alphas), *shape)."""
     r = torch.as_tensor(r, dtype=alphas.dtype, device=alphas.device)

@@ -183,6 +183,7 @@ def test_trend_test():
     assert math.isnan(rho) and p == 1.0
     assert trend_test([torch.tensor([0.0, 0.2]), torch.tensor([0.1, 0.3])]) == trend_test(
         [torch.tensor([0.0, 0.2]), torch.tensor([0.1, 0.3])])  # seeded
+    assert all(math.isnan(x) for x in trend_test([torch.tensor([math.nan, 0.1]), torch.tensor([0.2, 0.3])]))
 
 
 def test_a_drop_in_the_last_grid_points_ends_the_plateau_there():
@@ -219,7 +220,7 @@ def test_untrained_ensemble_interpolates_to_a_flat_curve():
                                       lr=0.1, progress=False)
     for c in curves["normal"]:  # θ(T) = θ(0): every α is the initial network
         assert torch.allclose(c["loss"], c["loss"][0].expand(5))
-    assert plateaus(curves["normal"], 3, eps=10.0)["loss_len"].tolist() == [1.0, 1.0]
+    assert plateaus(curves["normal"], 3, eps_frac=10.0)["loss_len"].tolist() == [1.0, 1.0]
 
 
 def test_vgg_out_scale_multiplies_the_output():
@@ -230,3 +231,20 @@ def test_vgg_out_scale_multiplies_the_output():
     torch.manual_seed(0)
     small = VGG(11, bias="none", out_scale=1e-3)(x)
     torch.testing.assert_close(small, 1e-3 * ref, rtol=1e-3, atol=1e-9)
+
+
+def test_interpolate_evaluates_the_path_as_one_net_per_alpha():
+    # the vectorised path (chunks of alphas as ensemble members) gives each alpha's own net's loss and error
+    torch.manual_seed(0)
+    model = MLP(7, 5, 3, 4, bias="all")
+    theta0, thetaT = states(model, 2)
+    X, y = torch.randn(30, 7), torch.randint(0, 4, (30,))
+    alphas = torch.linspace(0, 1, 13)
+    for scheme in ("normal", "homogeneous"):
+        c = interpolate(model, theta0, thetaT, X, y, alphas, scheme=scheme, batch_size=11, alpha_chunk=4)
+        net = MLP(7, 5, 3, 4, bias="all")
+        for a, l, e in zip(alphas.tolist(), c["loss"], c["error"]):
+            net.load_state_dict(interpolated_state(model, theta0, thetaT, a, scheme))
+            out = net(X).double()
+            assert float(l) == pytest.approx(float(torch.nn.functional.cross_entropy(out, y)), rel=1e-5)
+            assert float(e) == pytest.approx(float((out.argmax(1) != y).double().mean()))

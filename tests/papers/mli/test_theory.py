@@ -147,3 +147,19 @@ def test_prop5_at_the_edge_angle_fails_beyond_the_unit_circle():
     assert out[0] == pytest.approx(0.3354, abs=1e-4)
     assert out[1] > 5 / 32 > out[2]
     assert out[3] > 0 and out[4] == out[5] == 0
+
+
+def test_bounds_of_a_diverged_net_are_not_finite_and_do_not_raise():
+    # issue 43: a net whose weights went NaN gives NaN bounds (an empty interval), not a linear-algebra error
+    nan, V = torch.full((4, 3), float("nan")), [torch.randn(4, 4), torch.randn(2, 4)]
+    b = mt.fcn_bounds([nan, *V], [nan, *V], torch.tensor([float("nan"), 1.0]), eps=0.1)
+    assert b["alpha1"] == math.inf and not b["alpha2"] > 0 and math.isnan(b["alpha3"])
+    h = mt.homogeneous_bounds(torch.full((3, 5), float("nan")), torch.full((3,), float("nan")), r=3, delta=0.1, eps=0.05)
+    assert h["alpha1"] == math.inf and math.isnan(h["alpha2"])
+
+
+def test_homogeneous_bounds_at_r_1_have_no_alpha2_or_alpha4():
+    # MLI-7's control is the linear model (r = 1), where Theorem 3's exponent 1/(r - 1) is undefined
+    b = mt.homogeneous_bounds(2 * torch.eye(3), torch.tensor([0.0, 1.0, 2.0]), r=1, delta=0.1, eps=0.05)
+    assert b["alpha1"] == pytest.approx(0.1) and b["alpha3"] == pytest.approx(0.025)
+    assert math.isnan(b["alpha2"]) and math.isnan(b["alpha2_lead"]) and math.isnan(b["alpha4"])
