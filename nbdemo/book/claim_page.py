@@ -5,7 +5,7 @@ import re
 
 import nbformat
 
-from nbdemo.book.markup import badge, readable, slug, table, text
+from nbdemo.book.markup import badge, glue_keys, readable, slug, table, text, unglued
 from nbdemo.book.pages import fresh_differs, is_stale, setting_text, urls
 from nbdemo.claims.verdict import describe
 from nbdemo.runs import params
@@ -200,10 +200,12 @@ def rerun_box(claim):
 def book_notebook(nb, meta, box=None):
     """A claim's page: its notebook with the box (`seeds_box`) first, the verdict as a table after the verdict cell
     (whose printed text is kept behind a toggle), the provenance last, and no line numbers of the paper's text
-    copy in its prose. The committed notebook is not changed."""
+    copy in its prose; a value its prose names and its stored run did not record reads as such (`unglued`). The
+    committed notebook is not changed."""
+    keys = glue_keys(nb)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            cell.source = readable(cell.source)
+            cell.source = unglued(readable(cell.source), keys)
     at = next((i for i, cell in enumerate(nb.cells) if "nbval-check-output" in cell.metadata.get("tags", [])), None)
     if at is not None and meta["verdict"]:
         nb.cells[at].metadata["tags"] = nb.cells[at].metadata["tags"] + ["hide-output"]

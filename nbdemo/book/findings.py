@@ -4,7 +4,7 @@ import re
 
 import nbformat
 
-from nbdemo.book.markup import badge, readable
+from nbdemo.book.markup import badge, glue_keys, readable, unglued
 from nbdemo.claims.verdict import INCONCLUSIVE, REPRODUCED
 from nbdemo.runs import rules
 
@@ -22,12 +22,15 @@ FINDING_KINDS = {
 
 
 def finding_cells(done):
-    """{kind (a key of FINDING_KINDS, or None): [(claim, markdown cell tagged `finding`)]}."""
+    """{kind (a key of FINDING_KINDS, or None): [(claim, markdown cell tagged `finding`)]}, each cell's glue roles
+    limited to the values its stored run recorded (`unglued`)."""
     found = {kind: [] for kind in [*FINDING_KINDS, None]}
     for claim, (path, _) in done.items():
-        for cell in nbformat.read(path, as_version=4).cells:
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
             tags = cell.metadata.get("tags", [])
             if cell.cell_type == "markdown" and "finding" in tags:
+                cell.source = unglued(cell.source, glue_keys(nb))
                 found[next((t for t in tags if t in FINDING_KINDS), None)].append((claim, cell))
     return found
 

@@ -29,6 +29,22 @@ def readable(s):
     return re.sub(r"\s*\(\s*\)", "", s)  # "(l.170, l.178)" leaves "()"
 
 
+GLUE = re.compile(r"\{glue(?::\w*)?\}`(?![^`]*::)([^`:]+)(?::[^`]*)?`")  # {glue:text}`key:.2g`; not `path::key` (another page's)
+UNRECORDED = "*(not recorded by the stored run)*"
+
+
+def glue_keys(nb):
+    """The keys a notebook's stored outputs glue (myst-nb's scrapbook names)."""
+    return {out["metadata"]["scrapbook"]["name"] for cell in nb.cells for out in cell.get("outputs", [])
+            if "scrapbook" in out.get("metadata", {})}
+
+
+def unglued(source, keys):
+    """Markdown whose glue roles name only keys in keys: a role naming a value the stored run did not record (the
+    notebook's prose changed after it was run) reads UNRECORDED, instead of failing the book's build."""
+    return GLUE.sub(lambda m: m[0] if m[1] in keys else UNRECORDED, source)
+
+
 def text(s):
     """Plain text as an HTML cell."""
     return html.escape(readable(str(s)))

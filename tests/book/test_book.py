@@ -243,7 +243,7 @@ def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
             assert cells[column["Revised"]] == ("1 (1 declared)" if claim == list(swept)[0] else "none"), id_
         else:
             assert cells[1] == "no sweep yet" and cells[2] == "", id_
-    text = browser.find_element("tag name", "main").text
+    text = browser.find_element("tag name", "main").text.replace("’", "'")  # Sphinx's typographic apostrophes
     assert "REPRODUCED when the interval's lower bound is at least 0.5 (5 of 5, 9 of 10)" in text  # rules.RULE
     assert "is *untested by its control*" not in text and "is untested by its control" in text  # rendered
     assert "is uninformative" in text
@@ -295,9 +295,10 @@ def test_claim_pages_show_the_verdicts_history_and_the_fresh_seeds(built, browse
     assert rows[0][3] == "first stored" and rows[1][2] == "declared revision"
     assert rows[1][3] == "threshold: the check's threshold 0.5 (why: Fig. 3) revised after results"
     assert rows[2][3] == "threshold of a check (1) revised after results" and rows[2][2] == "INCONCLUSIVE 0 of 5"
-    assert "The verdict's history (1 revisions after results)" in box.text
+    said = box.text.replace("’", "'")  # Sphinx's typographic apostrophes
+    assert "The verdict's history (1 revisions after results)" in said
     assert "Fresh seeds: none yet. No seed has been run for the first time since the claim's last revision after " \
-           "results (2026-11-22)." in box.text
+           "results (2026-11-22)." in said
     visit(browser, (index.parent / "claims" / f"{second.id}.html").as_uri())
     box = browser.find_element("css selector", ".admonition.seeds")
     assert "Fresh seeds: the claim has no revision after results" in box.text and not box.find_elements(
@@ -343,6 +344,18 @@ def test_another_profiles_page_gets_its_own_figure_names():
     prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert names and all(n.endswith("-paper") for n in names)
     assert "<fig-pfc-1-1-paper>" in prose and "<fig-pfc-1-1>" not in prose
+
+
+def test_a_value_the_stored_run_did_not_record_reads_so():
+    """A notebook's prose may name a glued value that its stored run did not record (its text changed after it was
+    run, before the next sweep): the page says so instead of failing the strict build (myst-nb warns on the key)."""
+    out = nbformat.v4.new_output("display_data", {"application/papermill.record/text/plain": "0.5"},
+                                 metadata={"scrapbook": {"name": "a", "mime_prefix": "application/papermill.record/"}})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("glue('a', 0.5)", outputs=[out])])
+    assert markup.glue_keys(nb) == {"a"}
+    assert markup.unglued("{glue:text}`a:.2g` and {glue:text}`b:.2g`, {glue}`b`, {glue:text}`claims/X.ipynb::b`",
+                          {"a"}) == (f"{{glue:text}}`a:.2g` and {markup.UNRECORDED}, {markup.UNRECORDED}, "
+                                     "{glue:text}`claims/X.ipynb::b`")
 
 
 def test_findings_page_gathers_the_tagged_cells_and_the_claims_that_did_not_reproduce(built, browser):
