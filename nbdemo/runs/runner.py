@@ -19,7 +19,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from nbdemo.claims.registry import PROVENANCE_KEY, ROOT, VERDICT_KEY
+from nbdemo.claims.registry import NOTEBOOKS, PROVENANCE_KEY, ROOT, VERDICT_KEY
 from nbdemo.claims.verdict import describe
 from nbdemo.ml import datacheck
 from nbdemo.runs import fingerprint, lock
@@ -101,7 +101,7 @@ def shared_kernel(dry_run=False):
     """One kernel for many runs, e.g. the dry runs of every paper profile: torch and nbdemo are imported once, and
     each notebook starts from an empty namespace (`%reset -f`). Runs on it share its dry-run setting."""
     km, sockets = _kernel_manager()
-    km.start_kernel(env={**KERNEL_ENV, **os.environ, "NBDEMO_DRY_RUN": "1" if dry_run else "0"})
+    km.start_kernel(env={**KERNEL_ENV, **os.environ, "NBDEMO_DRY_RUN": "1" if dry_run else "0"}, cwd=str(NOTEBOOKS))
     km.nbdemo_dry_run = dry_run
     try:
         yield km
@@ -111,12 +111,30 @@ def shared_kernel(dry_run=False):
         sockets.cleanup()
 
 
+# What a run on a shared kernel starts from: as in a fresh kernel, an empty namespace, no figure, the caches of
+# nbdemo's modules empty (loaded data included) and cell numbers from 1; only the imported modules stay.
+RESET = """
+%reset -f
+import sys as _sys, matplotlib.pyplot as _plt
+_plt.close("all")
+for _m in [m for n, m in list(_sys.modules.items()) if n == "nbdemo" or n.startswith("nbdemo.")]:
+    for _f in list(vars(_m).values()):
+        if callable(getattr(_f, "cache_clear", None)):
+            _f.cache_clear()
+%reset -f
+__import__("gc").collect()
+get_ipython().execution_count = 1
+"""
+
+
 def _reset(km):
     kc = km.client()
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=60)
-        kc.execute_interactive("%reset -f", timeout=60)
+        reply = kc.execute_interactive(RESET, store_history=False, timeout=60)
+        if reply["content"]["status"] != "ok":
+            raise NotebookFailed(f"the shared kernel could not be reset: {reply['content'].get('evalue')}")
     finally:
         kc.stop_channels()
 

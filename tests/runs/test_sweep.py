@@ -145,6 +145,31 @@ def test_a_local_cluster_runs_notebooks_with_the_threads_of_a_run_by_hand(tmp_pa
     assert _stored()["0"]["provenance"]["threads"] == torch.get_num_threads()
 
 
+def _kernels():
+    return {p.pid for p in psutil.process_iter(["cmdline"]) if "ipykernel_launcher" in " ".join(p.info["cmdline"] or [])}
+
+
+def test_runs_on_a_workers_reused_kernel_equal_runs_on_fresh_kernels_and_no_kernel_outlives_the_sweep(tmp_path,
+                                                                                                   monkeypatch):
+    """One worker runs MLI-9 and then MLI-7 on one kernel (`sweep.worker_kernel`): MLI-7's rows and cell numbers are
+    those of a run on a kernel of its own, and when the sweep ends no kernel it started is left running."""
+    monkeypatch.setattr(store, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "BUILD", tmp_path / "build")
+    monkeypatch.setenv("NBDEMO_BUILD", str(tmp_path / "build"))
+    before, other = _kernels(), CLAIMS["MLI-9"]
+    assert sweep.sweep([other, CLAIM], [1], workers=1, log=lambda *_: None) == [(other, 1), (CLAIM, 1)]
+    deadline = time.time() + 30
+    while _kernels() - before and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _kernels() - before, "a kernel of the sweep is still running"
+    reused = json.loads(store.path(CLAIM).read_text())["runs"]["1"]
+    path, fresh = runner.run(CLAIM, "default", {"seed": 1}, log=lambda *_: None)
+    assert reused["rows"] == fresh["verdict"]["rows"]
+    counts = [c.execution_count for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    shared = nbformat.read(tmp_path / "build" / "runs" / "default-seed=1" / f"{CLAIM.id}.ipynb", as_version=4)
+    assert [c.execution_count for c in shared.cells if c.cell_type == "code"] == counts == list(range(1, len(counts) + 1))
+
+
 def test_a_run_whose_store_fails_keeps_its_notebook_and_the_others_finish(tmp_path, monkeypatch):
     """The claim's file cannot be written when seed 0 finishes (a full disk, a file another user owns): its line
     says so and where its notebook is, seed 1 still runs and is stored, and the sweep ends in one error."""
