@@ -146,7 +146,7 @@ RULES = {  # parameter name (or "CLAIM:name", for one claim's) -> (test, what is
     **dict.fromkeys(("n_alphas", "n_alphas_far", "n_angles", "n_radii", "n_radii_far", "n_starts", "n_inits",
                      "max_shuffles"), POINTS),
     "n_classes": integer(2, 1000, "a synthetic dataset's classes; the most of any profile is 5"),
-    "n_pcs": integer(1, *INPUT),
+    **dict.fromkeys(("min_decay", "zca_keep"), FRACTION),  # PCB-2: Eq. 10's decay level; PCB-4: ZCA's whitened variance kept
     "projections": each(integer(1, *INPUT)),
     "dim": integer(1, 10 ** 5, "a synthetic input of 100,000 values; the largest of any profile has 10,000"),
     "MLI-9:dim": integer(1, 400, "T is a dim x dim x dim tensor of float64 summed over six permutations: "
