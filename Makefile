@@ -51,8 +51,13 @@ else
 	@[ -f /usr/share/javascript/mathjax/MathJax.js ] || echo "note: install Debian's libjs-mathjax (as root) for maths offline"
 endif
 
+# The addresses of the repository and of the published book, given once, here (none: the book shows no repository
+# button and no address): make book REPOSITORY=https://github.com/USER/REPO SITE=https://USER.github.io/REPO/
+REPOSITORY ?=
+SITE       ?=
+
 book: setup
-	$(BIN)/nbdemo book --strict
+	NBDEMO_REPOSITORY='$(REPOSITORY)' NBDEMO_SITE='$(SITE)' $(BIN)/nbdemo book --strict
 
 # Tests run on TEST_WORKERS pytest-xdist workers; nbval keeps each notebook's cells on one worker (--dist loadscope).
 # Every kernel keeps torch's own thread count, so nbval compares the numbers of a run by hand.

@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from nbdemo.book.claim_page import book_notebook, relabel, rerun_box, seeds_box
+from nbdemo.book.claim_page import book_notebook, relabel, rerun_box, seeds_box, verdict_line
 from nbdemo.book.findings import findings
-from nbdemo.book.pages import chapter, citation, dashboard, summary, urls
+from nbdemo.book.pages import chapter, citation, dashboard, findings_by_claim, summary, urls
 from nbdemo.claims.registry import CLAIMS, PAPERS, ROOT
 from nbdemo.runs import evidence, params, rules, runner, store
 
@@ -47,7 +47,8 @@ def stage(done, profile):
     (src / "claims").mkdir(parents=True)
     for name in STATIC:
         shutil.copy(BOOK / name, src / name)
-    shutil.copytree(BOOK / "_static", src / "_static")
+    for folder in ("_static", "_ext"):
+        shutil.copytree(BOOK / folder, src / folder)
     config(src)
     summaries = {c: s for c in CLAIMS.values() if (s := evidence.assess(c, profile))}
     intro = (src / "intro.md").read_text().replace("{{dashboard}}", dashboard(done, profile, summaries))
@@ -58,7 +59,7 @@ def stage(done, profile):
         page.write_text(page.read_text() + chapter(prefix, done, summaries))
     (src / "intro.md").write_text(intro)
     (src / "findings.md").write_text(findings(done, summaries))
-    sections = {}
+    sections, found = {}, findings_by_claim(done)
     for claim, (path, meta) in done.items():
         others = []
         for other, nb_path in other_profiles(claim):
@@ -66,8 +67,17 @@ def stage(done, profile):
             nb = book_notebook(relabel(nb, other), nb.metadata["nbdemo"])
             nbformat.write(nb, src / "claims" / f"{claim.id}-{other}.ipynb")
             others.append((other, f"{claim.id}-{other}", nb.metadata["nbdemo"]))
-        nb = book_notebook(nbformat.read(path, as_version=4), meta, seeds_box(claim, summaries.get(claim), others, meta))
-        nb.cells.insert(2, rerun_box(claim))
+        s = summaries.get(claim)
+        stored = ""
+        if s and store.path(claim, profile).exists():  # the stored results, downloadable from the page
+            to = src / "claims" / "stored" / profile / f"{claim.id}.json"
+            to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(store.path(claim, profile), to)
+            stored = (f"**Stored results:** {{download}}`{claim.id}.json <stored/{profile}/{claim.id}.json>` "
+                      f"(`results/{profile}/{claim.id}.json` in the repository: every seed's rows and parameters)")
+        nb = book_notebook(nbformat.read(path, as_version=4), meta,
+                           [seeds_box(claim, s, others, meta, stored), rerun_box(claim)],
+                           verdict_line(claim, s, meta, found.get(claim)))
         nbformat.write(nb, src / "claims" / f"{claim.id}.ipynb")
         sections[claim] = [{"file": f"claims/{claim.id}", **({"sections": [{"file": f"claims/{doc}"} for _, doc, _ in others]}
                                                         if others else {})}]
@@ -83,13 +93,18 @@ def stage(done, profile):
 
 
 def config(src):
-    """Complete the staged _config.yml: the repository and the book's address (from `urls`), and MathJax served
+    """Complete the staged _config.yml: the repository and the book's address where they are given (`urls`; else
+    no repository button and no address), and MathJax served
     from the book (when MathJax is here), copied to the site's mathjax/ as an extra path: Jupyter Book would load
     every script of a static path on every page."""
     conf = yaml.safe_load((src / "_config.yml").read_text())
     sphinx = conf["sphinx"]["config"]
-    conf["repository"] = {"url": urls()["Repository"], "branch": "main", "path_to_book": "book"}
-    conf["html"]["baseurl"] = urls()["Documentation"]
+    repo, site = urls()["Repository"], urls()["Documentation"]
+    if repo:
+        conf["repository"] = {"url": repo, "branch": "main", "path_to_book": "book"}
+    conf["html"].update(use_repository_button=bool(repo), use_issues_button=bool(repo))
+    if site:
+        conf["html"]["baseurl"] = site
     if (MATHJAX / "MathJax.js").exists():
         sphinx["html_extra_path"] = ["_extra"]
         for part in MATHJAX_PARTS:

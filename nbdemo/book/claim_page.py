@@ -1,12 +1,15 @@
 """Each claim's page: its notebook with the box that opens it (the outcome over seeds, fresh seeds, control,
 evidence per row, thresholds inside metrics, the verdict's history), the verdict as a table, how to rerun it, and
 its provenance. The evidence comes whole from `nbdemo.runs.evidence.assess`; this module only formats it."""
+import html
 import re
 
 import nbformat
 
+from nbdemo.book import why
 from nbdemo.book.markup import badge, glue_keys, readable, slug, table, text, unglued
-from nbdemo.book.pages import fresh_differs, is_stale, setting_text, urls
+from nbdemo.book.pages import (STALE, control_badge, fresh_differs, is_stale, seed0_differs, setting_text, stale_run,
+                               urls)
 from nbdemo.claims.verdict import describe
 from nbdemo.runs import params
 from nbdemo.runs.evidence import brief, seeds_text
@@ -15,7 +18,7 @@ from nbdemo.runs.evidence import brief, seeds_text
 def _spread(x):
     if not x:
         return ""
-    worst = f" (worst of {x['k']})" if x["k"] > 1 else ""
+    worst = f" (the worst of its {x['k']} values per seed)" if x["k"] > 1 else ""
     if x["n"] == 1:
         return f"{x['mean']:.3g}{worst}"
     return f"{x['mean']:.3g} ({x['min']:.3g} to {x['max']:.3g}, n = {x['n']}){worst}"
@@ -26,8 +29,29 @@ def _threshold(row):
     src = row.get("source")  # rows stored before sources were recorded have none
     if not src:
         return row["expected"]
-    where = src["where"] if src["from"] == "paper" else f"ours: {src['why']}"
+    where = paper_figure(src["where"]) if src["from"] == "paper" else f"ours: {src['why']}"
     return f"{row['expected']} ({where})"
+
+
+def paper_figure(where):
+    """A source in the paper as the reader should read it: "the paper's Fig. 3" (the book numbers its own figures
+    "Figure PFC-1.2")."""
+    return re.sub(r"(?<!paper's )\b(Figs?\.|Figures?\b|Tables?\b)", r"the paper's \1", where, count=1)
+
+
+def _counted(runs, name):
+    """A row whose statistic is a yes or no (a comparison by ==, or a boolean), over seeds: "finite in 5 of 5",
+    "yes in 4 of 5; no in 1"; None for a row with a graded statistic."""
+    rows = [r for rec in runs.values() for r in rec["rows"] if r["name"] == name]
+    if not rows or not all(r.get("op") == "==" or isinstance(r.get("value"), bool) for r in rows):
+        return None
+    said = {}
+    for r in rows:
+        shown = {True: "yes", False: "no"}.get(r["value"], readable(r["measured"])) \
+            if isinstance(r["value"], bool) else readable(r["measured"])
+        said[shown] = said.get(shown, 0) + 1
+    (first, k), *rest = sorted(said.items(), key=lambda x: -x[1])
+    return f"{first} in {k} of {len(rows)}" + "".join(f"; {x} in {m}" for x, m in rest)
 
 
 EVIDENCE = ["Kind", "Row", "Holds in", "Over seeds", "Threshold (source)", "Holds in control", "In control",
@@ -45,6 +69,7 @@ def evidence_table(s):
     source, the same in the control (or why the control does not test it), and where a threshold of ours would flip
     the headline."""
     ctrl = s["control"]["rows"] if s["control"] else {}
+    cruns = s["control"]["runs"] if s["control"] else {}
     rows = []
     for row, spread, cspread in s["effects"] or []:
         key, name = (row["kind"], row["name"]), row["name"]
@@ -53,9 +78,21 @@ def evidence_table(s):
         in_ctrl = f"untested: {s['untested'][name]}" if name in s["untested"] else \
             f"{ck[0]} of {ck[1]}" + (" (uninformative)" if name in s["uninformative"] else "") if ck else ""
         at = _flip(s["flips"][name]) if name in s["flips"] else ""
-        rows.append([text(x) for x in (row["kind"], name, f"{k} of {n}" if n else "", _spread(spread),
-                                       _threshold(row), in_ctrl, _spread(cspread), at)])
+        rows.append([text(x) for x in (row["kind"], name, f"{k} of {n}" if n else "",
+                                       _counted(s["runs"], name) or _spread(spread), _threshold(row), in_ctrl,
+                                       _counted(cruns, name) or _spread(cspread), at)])
     return table(EVIDENCE, rows, "evidence")
+
+
+def per_seed(runs, title):
+    """Every row's value in each seed, as a table that opens (<details>)."""
+    seeds = sorted(runs)
+    names = list(dict.fromkeys(r["name"] for s in seeds for r in runs[s]["rows"]))
+    value = {(s, r["name"]): readable(r["measured"]) + ("" if r["ok"] is not False else " ✗")
+             for s in seeds for r in runs[s]["rows"]}
+    rows = [[text(n)] + [html.escape(value.get((s, n), "")) for s in seeds] for n in names]
+    return (f'<details class="per-seed"><summary>{title}</summary>'
+            + table(["Row"] + [f"seed {s}" for s in seeds], rows, "per-seed") + "</details>")
 
 
 def inner_text(s):
@@ -133,7 +170,7 @@ def control_text(s):
     if decl["profile"] is None:
         return f"**Negative control:** none. {readable(decl['about'])}"
     c = s["control"]
-    runs = (f"Over {c['n']} seeds the control is {badge(c['headline'])} ({c['k']} of {c['n']} reproduce)."
+    runs = (f"Over {c['n']} seeds the control is {control_badge(c['headline'])}, {c['k']} of {c['n']} reproduce."
             if c else "The control has not been run yet (`nbdemo sweep CLAIM --profile control --seeds 0-4`).")
     untested = (f" Checks the control does not test (no evidence either way): {'; '.join(s['untested'])}."
                 if s["untested"] else "")
@@ -152,10 +189,11 @@ def stale_text(s):
             "`nbdemo sweep CLAIM --seeds 0-9` (and `--profile control --seeds 0-4`) makes them current.")
 
 
-def seeds_box(claim, s, others, meta):
+def seeds_box(claim, s, others, meta, stored=""):
     """The box that opens a claim page: the outcome over seeds with its interval, whether it is stale, the fresh
-    seeds, the outcome per seed, the control, the evidence per row, the thresholds inside metrics, the history, the
-    setting it comes from, and which seed the page shows."""
+    seeds, the outcome per seed, the control, the evidence per row and per seed, the link to the stored results
+    (stored: markdown), the thresholds inside metrics, the history, the setting it comes from, and which seed the
+    page shows (and whether it is the headline)."""
     if not s:
         body = "No sweep over seeds is stored for this claim yet (`nbdemo sweep CLAIM --seeds 0-4`)."
     else:
@@ -166,7 +204,10 @@ def seeds_box(claim, s, others, meta):
              f"{s['runs'][seed]['wall_s']:.0f} s"] for seed, o in s["outcomes"].items()], "seeds")
         parts = [f"**Over {s['n']} seeds: {badge(s['headline'])}**, {s['k']} of {s['n']} reproduce (95% interval of "
                  f"the share {s['low']:.2f} to {s['high']:.2f}).{judged}",
-                 stale_text(s), fresh_text(s), seeds, control_text(s), evidence_table(s), inner_text(s),
+                 stale_text(s), fresh_text(s), seeds, control_text(s), evidence_table(s),
+                 per_seed(s["runs"], f"Each row's value in each of the {s['n']} seeds (✗: fails)")
+                 + (per_seed(s["control"]["runs"], "... and in each seed of the control") if s["control"] else ""),
+                 stored, inner_text(s),
                  f"**The verdict's history** ({s['history']['revised']} revisions after results):\n\n"
                  + history_table(s["history"]) if s["history"] and s["history"]["items"] else "",
                  "The headline follows {ref}`the book's rule <rule>`."]
@@ -174,6 +215,9 @@ def seeds_box(claim, s, others, meta):
     if meta["verdict"]:
         body += (f"\n\nThe run on this page is seed {meta['parameters'].get('seed')} of the `{meta['profile']}` "
                  f"profile: {badge(meta['verdict']['outcome'])}.")
+        if seed0_differs(s, meta):
+            body += (f" **It is not the headline over seeds** ({badge(s['headline'])}): this page's figures and "
+                     "verdict are one seed's.")
     body += f"\n\n{setting_text(claim)}"
     if others:
         body += "\n\nOther profiles: " + ", ".join(
@@ -190,28 +234,87 @@ def rerun_box(claim):
     lines = ["# the default profile: a 2-core CPU, about a minute", f"nbdemo run {claim.id}",
              *(["# the paper's settings, for a GPU", f"nbdemo run {claim.id} --profile paper"] if paper else []),
              "# the outcome over seeds", f"nbdemo sweep {claim.id} --seeds 0-4"]
-    notebook = f"{urls()['Repository']}/blob/main/notebooks/{claim.id}.ipynb"
+    repo = urls()["Repository"]
+    notebook = f"[{claim.id}.ipynb]({repo}/blob/main/notebooks/{claim.id}.ipynb)" if repo else \
+        f"`notebooks/{claim.id}.ipynb`"
     body = ("```bash\n" + "\n".join(lines) + "\n```\n\n"
-            f"From a clone of the repository, after `make setup`, with `.venv/bin` on the PATH (README). The notebook: [{claim.id}.ipynb]({notebook}) "
-            "in the repository, or this page's download button (.ipynb).")
+            f"From a clone of the repository, after `make setup`, with `.venv/bin` on the PATH (README). The notebook: "
+            f"{notebook} in the repository, or this page's download button (.ipynb).")
     return nbformat.v4.new_markdown_cell("````{admonition} Rerun this claim\n:class: rerun\n" + body + "\n````")
 
 
-def book_notebook(nb, meta, box=None):
-    """A claim's page: its notebook with the box (`seeds_box`) first, the verdict as a table after the verdict cell
-    (whose printed text is kept behind a toggle), the provenance last, and no line numbers of the paper's text
-    copy in its prose; a value its prose names and its stored run did not record reads as such (`unglued`). The
-    committed notebook is not changed."""
+def verdict_line(claim, s, meta, finding=None):
+    """The line that opens a claim page, under its title: the headline over seeds, or the page's own run's outcome
+    where there is no sweep (either STALE and the last stored where it is not current), and why, in one line
+    (`why.reason`)."""
+    if s:
+        head = f"{badge(s['headline'])} over {s['n']} seeds, {s['k']} of {s['n']} reproduce"
+        head = STALE + head if is_stale(s) else head
+    elif meta and meta["verdict"]:
+        head = f"{badge(meta['verdict']['outcome'])} in seed 0 alone (no sweep over seeds yet)"
+        head = STALE + head if stale_run(claim, meta) else head
+    else:
+        head = "not run yet"
+    if differs := seed0_differs(s, meta):
+        head += f' <span class="differs">(the run on this page: {differs})</span>'
+    line = f'<p class="verdict-line">{head}. Why: {why.cell(*why.reason(s, meta, finding))}</p>'
+    return nbformat.v4.new_markdown_cell(line, metadata={"tags": ["verdict-line"]})
+
+
+PRIVATE_METADATA = {"papermill": ["input_path", "output_path"]}  # absolute paths of the machine that ran it
+
+
+def _public(cell):
+    """A code cell without line numbers of the paper's text copies, in its source and its text outputs, and
+    without its stderr (warnings that name the machine's paths; the book hides stderr too: _config.yml)."""
+    cell.source = readable(cell.source)
+    cell.outputs = [out for out in cell.get("outputs", []) if out.get("name") != "stderr"]
+    for out in cell.outputs:
+        if "text" in out:
+            out["text"] = readable(out["text"])
+        for mime, data in out.get("data", {}).items():
+            if mime.startswith("text/") or mime.endswith("text/plain"):
+                out["data"][mime] = readable(data) if isinstance(data, str) else [readable(x) for x in data]
+
+
+def _scrubbed(value):
+    """Metadata (the run's stored record) with no line number of the paper's text copies in its strings."""
+    if isinstance(value, str):
+        return readable(value)
+    if isinstance(value, dict):
+        return type(value)({k: _scrubbed(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_scrubbed(v) for v in value]
+    return value
+
+
+def book_notebook(nb, meta, boxes=(), line=None):
+    """A claim's page: its notebook with `line` (`verdict_line`) under its title and the boxes (`seeds_box`,
+    `rerun_box`) after its first cell, the verdict as a table after the verdict cell (whose printed text is kept
+    behind a toggle), the provenance last, no line numbers of the paper's text copy in its prose, code or outputs,
+    and no path of the machine that ran it in its metadata; a value its prose names and its stored run did not
+    record reads as such (`unglued`). The committed notebook is not changed."""
     keys = glue_keys(nb)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = unglued(readable(cell.source), keys)
+        elif cell.cell_type == "code":
+            _public(cell)
+    for key, fields in PRIVATE_METADATA.items():
+        for field in fields:
+            nb.metadata.get(key, {}).pop(field, None)
+    nb.metadata = _scrubbed(nb.metadata)
     at = next((i for i, cell in enumerate(nb.cells) if "nbval-check-output" in cell.metadata.get("tags", [])), None)
     if at is not None and meta["verdict"]:
         nb.cells[at].metadata["tags"] = nb.cells[at].metadata["tags"] + ["hide-output"]
         nb.cells.insert(at + 1, verdict_cell(meta))
-    if box:
-        nb.cells.insert(1, box)
+    nb.cells[1:1] = list(boxes)
+    if line is not None:
+        title, _, rest = nb.cells[0].source.partition("\n")
+        if title.startswith("# ") and rest.strip():
+            nb.cells[0].source = title
+            nb.cells.insert(1, nbformat.v4.new_markdown_cell(rest.strip()))
+        nb.cells.insert(1, line)
     nb.cells.append(provenance_cell(meta))
     return nb
 

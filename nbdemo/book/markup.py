@@ -22,14 +22,16 @@ LINE_REFS = [(r"\s*\(l\.\s?\d+(?:[-–]\d+)?\)", ""),  # "(l.325)"
 
 
 def readable(s):
-    """Text without the line numbers of the project's private text copies of the papers ("Fig. 7, l.180" reads
-    "Fig. 7"): a reader can follow a section, equation or figure, not a line."""
+    """Text (or code) without the line numbers of the project's private text copies of the papers ("Fig. 7, l.180"
+    reads "Fig. 7"): a reader can follow a section, equation or figure, not a line. Brackets left empty by the
+    removal go too ("(l.170, l.178)"), and no others (code keeps its calls' "()")."""
     for pattern, by in LINE_REFS:
-        s = re.sub(pattern, by, s)
-    return re.sub(r"\s*\(\s*\)", "", s)  # "(l.170, l.178)" leaves "()"
+        s = re.sub(pattern, by + "\0", s)
+    return re.sub(r"\s*\(\s*(?:\0\s*)+\)", "", s).replace("\0", "")
 
 
-GLUE = re.compile(r"\{glue(?::\w*)?\}`(?![^`]*::)([^`:]+)(?::[^`]*)?`")  # {glue:text}`key:.2g`; not `path::key` (another page's)
+# a glue role of the page's own notebook, {glue:text}`key:.2g` (not `path::key`, another page's), and its key
+GLUE = re.compile(r"\{glue(?::\w*)?\}`(?![^`]*::)([^`:]+)(?::[^`]*)?`")
 UNRECORDED = "*(not recorded by the stored run)*"
 
 

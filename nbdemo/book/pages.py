@@ -2,16 +2,17 @@
 the book's addresses and citation. Each claim's evidence comes whole from `nbdemo.runs.evidence.assess` (its
 "summary", keyed by `Claim`); these functions only format it. `done` is {Claim: (executed notebook, its nbdemo
 metadata)}."""
-import tomllib
+import os
 from collections import Counter
 
 import yaml
 
+from nbdemo.book import why
 from nbdemo.book.findings import FINDING_KINDS, finding_cells
 from nbdemo.book.markup import badge, interval, table, text
 from nbdemo.claims.registry import CLAIMS, PAPERS, ROOT
-from nbdemo.claims.verdict import REPRODUCED
-from nbdemo.runs import params, rules
+from nbdemo.claims.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from nbdemo.runs import params, rules, store
 
 
 def is_stale(s):
@@ -28,13 +29,40 @@ def fresh_differs(s):
         else None
 
 
-def over_seeds(s):
-    """The cell of a claim's headline over seeds, with its marks (a stale headline is shown as the last stored)."""
-    marks = [m for m, on in [("untested check", s["untested"]), ("uninformative check", s["uninformative"]),
-                             ("threshold-sensitive", s["sensitive"]),
-                             (f"fresh seeds alone: {fresh_differs(s)}", fresh_differs(s))] if on]
+def tag(name, shown=None):
+    """A tag after a headline, its meaning (`why.TAGS`) on hover; the dashboard's legend spells each out."""
+    return f'<abbr class="tag" title="{why.TAGS[name]}">{shown or name}</abbr>'
+
+
+def stale_run(claim, meta):
+    """Whether the run on a claim's page is not what today's code and parameters would make (its fingerprint)."""
+    try:
+        return meta.get("fingerprint") != store.expected_fingerprint(claim, meta["parameters"].get("seed", 0),
+                                                                     meta["profile"], meta["overrides"])
+    except params.ParameterError:  # its parameters are no longer the notebook's
+        return True
+
+
+STALE = '<span class="outcome stale">STALE</span> last stored: '
+
+
+def over_seeds(s, finding=None):
+    """The cell of a claim's headline over seeds, with its tags, and the finding its notebook states beside it (a
+    stale headline is shown as the last stored)."""
+    marks = [tag(m, shown) for m, shown, on in [
+        ("untested check", None, s["untested"]), ("uninformative check", None, s["uninformative"]),
+        ("threshold-sensitive", None, s["sensitive"]),
+        ("fresh seeds alone", f"fresh seeds alone: {fresh_differs(s)}", fresh_differs(s))] if on]
     head = badge(s["headline"]) + (f" ({', '.join(marks)})" if marks else "")
-    return f'<span class="outcome stale">STALE</span> last stored: {head}' if is_stale(s) else head
+    if finding:
+        head += f' <span class="finding-beside">+ {tag("finding", why.FINDING_LABELS.get(finding[0], "finding"))}</span>'
+    return STALE + head if is_stale(s) else head
+
+
+def tags_legend(shown):
+    """The meaning of each tag that the text shown carries."""
+    used = [name for name in why.TAGS if f'title="{why.TAGS[name]}"' in shown]
+    return ("**Tags:** " + "; ".join(f"*{name}*: {why.TAGS[name]}" for name in used) + ".") if used else ""
 
 
 def control_cell(s):
@@ -47,7 +75,18 @@ def control_cell(s):
     c = s["control"]
     if not c:
         return "not run yet"
-    return badge(c["headline"]) + (" (control reproduces!)" if c["headline"] == REPRODUCED else "")
+    return control_badge(c["headline"])
+
+
+# a control should not reproduce: its badge is coloured by whether it did what a control should
+CONTROL_SAYS = {NOT_REPRODUCED: ("good", "fails, as a control should"), REPRODUCED: ("bad", "reproduces: no evidence"),
+                rules.MIXED: ("mixed", "partly reproduces"), INCONCLUSIVE: ("none", "did not reach the regime")}
+
+
+def control_badge(headline):
+    """A control's outcome coloured by what a control should do: green when it fails, red when it reproduces."""
+    good, said = CONTROL_SAYS.get(headline, ("none", ""))
+    return (f'<span class="outcome control control-{good}">{headline}</span>' + (f" ({said})" if said else ""))
 
 
 def revised_cell(s):
@@ -58,8 +97,12 @@ def revised_cell(s):
     return f"{h['revised']} ({h['declared']} declared)"
 
 
-DASHBOARD = ["Claim", "Over seeds", "Reproduced", "Control", "Revised", "Setting", "Seed 0", "Runtime", "Title",
-             "Paper figure"]
+DASHBOARD = ["Claim", "Over seeds", "Why", "Reproduced", "Control", "Revised", "Setting", "Seed 0", "Runtime", "Title"]
+
+
+def titled(claim):
+    """A claim's title with the paper's figure it reproduces: "Two-phase phenomenon (the paper's Fig. 1a-b, 2a)"."""
+    return text(f"{claim.title} (the paper's {claim.figure})")
 
 
 def departures(claim):
@@ -90,30 +133,54 @@ def setting_text(claim):
             "setting is not a result about the paper's own.")
 
 
+def seed0_differs(s, meta):
+    """The outcome of the run on a claim's page where it is not the claim's headline over seeds, else None."""
+    o = meta["verdict"]["outcome"] if meta and meta.get("verdict") else None
+    return o if s and o and s["headline"] != rules.TOO_FEW and o != s["headline"] else None
+
+
+def findings_by_claim(done):
+    """{Claim: (finding kind, its first cell tagged `finding`)}."""
+    out = {}
+    for kind, cells in finding_cells(done).items():
+        for claim, cell in cells:
+            out.setdefault(claim, (kind, cell))
+    return out
+
+
 def dashboard(done, profile, summaries):
-    rows = []
+    rows, found = [], findings_by_claim(done)
     for c in CLAIMS.values():
-        s = summaries.get(c)
-        if c in done:
+        s, meta = summaries.get(c), done[c][1] if c in done else None
+        if meta:
             link = f'<a class="reference internal" href="claims/{c.id}.html">{c.id}</a>'
-            seed0 = badge(v["outcome"]) if (v := done[c][1]["verdict"]) else "no verdict"
+            seed0 = badge(v["outcome"]) if (v := meta["verdict"]) else "no verdict"
+            seed0 = STALE + seed0 if v and stale_run(c, meta) else seed0
+            if seed0_differs(s, meta):
+                seed0 += ' <span class="differs">not the headline</span>'
         else:
             link, seed0 = c.id, "not reproduced yet"
-        rows.append([link, over_seeds(s) if s else "no sweep yet", interval(s) if s else "", control_cell(s),
+        rows.append([link, over_seeds(s, found.get(c)) if s else "no sweep yet",
+                     why.cell(*why.reason(s, meta, found.get(c))), interval(s) if s else "", control_cell(s),
                      revised_cell(s) if s else "", setting_word(c), seed0, f"{s['wall_s']:.0f} s" if s else "",
-                     text(c.title), text(c.figure)])
+                     titled(c)])
     head = (f"Each claim runs over seeds in the `{profile}` profile, and its headline over them follows "
             "{ref}`the rule below <rule>`. *Reproduced* counts the seeds that reproduce, with the 95% interval of "
             "their share. A run is INCONCLUSIVE when one of its requirements fails (the run did not reach the regime "
             "the claim is about), otherwise REPRODUCED when every check holds and one of them is tested and failed "
-            "by the control, otherwise NOT REPRODUCED. *Control* is the outcome of the claim's negative control over "
-            "seeds 0-4, which must not reproduce. *Revised* counts the changes of a check, threshold, requirement, "
-            "reading, setting or control made after an earlier result of the claim was stored (the claim's page "
-            "lists its history). A STALE headline is the last one stored: the code or parameters have changed "
-            "since, and the sweep has not been rerun. *Setting* says whether the default profile is the paper's "
-            "setting or a substitute for it. *Seed 0* is the outcome of the run shown on the claim's page; "
-            "*runtime* is the median over the seeds, one run at a time on the 2-core machine.\n\n")
-    return head + table(DASHBOARD, rows, "dashboard") + "\n"
+            "by the control, otherwise NOT REPRODUCED. *Why* gives the reason in one line, with its kind: the "
+            "finding its notebook states (its first sentence), else the requirement unmet, the check that fails, or "
+            "the check its control does not test or passes too. *Control* is the outcome of the claim's negative "
+            "control over seeds 0-4, which must not reproduce: green when it fails, as a control should, red when it "
+            "reproduces. *Revised* counts the changes of a check, threshold, requirement, reading, setting or control "
+            "made after an earlier result of the claim was stored (the claim's page lists its history). A STALE "
+            "headline is the last one stored: the code or parameters have changed since, and the sweep has not been "
+            "rerun. *Setting* says whether the default profile is the paper's setting or a substitute for it. *Seed "
+            "0* is the outcome of the run shown on the claim's page, marked where it is not the headline, and STALE "
+            "where today's code or parameters would not make it; *runtime* is the median over the seeds, one run at "
+            "a time on the 2-core machine.\n\n")
+    body = table(DASHBOARD, rows, "dashboard")
+    return head + body + "\n\n" + tags_legend(body) + "\n"
 
 
 def counts(claims, summaries):
@@ -150,21 +217,27 @@ def chapter(prefix, done, summaries):
     """The end of a paper's chapter page: its claims, each with its outcome over seeds."""
     claims = [c for c in CLAIMS.values() if c.paper == prefix]
     rows = [[f'<a class="reference internal" href="claims/{c.id}.html">{c.id}</a>' if c in done else c.id,
-             over_seeds(summaries[c]) if c in summaries else "no sweep yet", text(c.title), text(c.figure)]
-            for c in claims]
+             over_seeds(summaries[c]) if c in summaries else "no sweep yet", titled(c)] for c in claims]
+    body = table(["Claim", "Over seeds", "Title"], rows, "chapter")
     return (f"\n## The claims and their outcomes\n\nOver seeds, in this book's default setting: "
-            f"{counts(claims, summaries)}.\n\n" + table(["Claim", "Over seeds", "Title", "Paper figure"], rows, "chapter")
-            + "\n")
+            f"{counts(claims, summaries)}.\n\n" + body + "\n\n" + tags_legend(body) + "\n")
 
 
 def urls():
-    """{"Repository", "Documentation"}: the addresses of the repository and of the published book (pyproject.toml)."""
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    """{"Repository", "Documentation"}: the addresses of the repository and of the published book, given once, when
+    the book is built (`make book REPOSITORY=... SITE=...`, which sets $NBDEMO_REPOSITORY and $NBDEMO_SITE); None
+    where none is given: the book then shows no repository button and no address."""
+    return {"Repository": os.environ.get("NBDEMO_REPOSITORY", "").rstrip("/") or None,
+            "Documentation": (os.environ.get("NBDEMO_SITE", "").rstrip("/") + "/") if os.environ.get("NBDEMO_SITE")
+            else None}
 
 
 def citation():
-    """The BibTeX entry of this book, from CITATION.cff."""
-    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
-    return (f"```bibtex\n@software{{nbdemo,\n  title   = {{{{{cff['title']}}}}},\n"
-            f"  author  = {{{{{cff['authors'][0]['name']}}}}},\n  version = {{{cff['version']}}},\n"
-            f"  url     = {{{cff['url']}}},\n  note    = {{code: {cff['repository-code']}}}\n}}\n```")
+    """The BibTeX entry of this book, from CITATION.cff and the addresses given at build time (`urls`; none: no
+    url or note field)."""
+    cff, u = yaml.safe_load((ROOT / "CITATION.cff").read_text()), urls()
+    fields = [("title", f"{{{cff['title']}}}"), ("author", f"{{{cff['authors'][0]['name']}}}"),
+              ("version", cff["version"]), ("url", u["Documentation"]),
+              ("note", u["Repository"] and f"code: {u['Repository']}")]
+    return ("```bibtex\n@software{nbdemo,\n" + ",\n".join(f"  {k:<7} = {{{v}}}" for k, v in fields if v)
+            + "\n}\n```")

@@ -6,6 +6,7 @@ each) is the job of `nbdemo book`, not of a test, so the test hands `book.build`
 is executed; committed notebooks without that metadata are left out of the book, and show as "not reproduced yet".
 Sources and HTML go to a temporary folder (runner.BUILD is patched), so `make book` and book/_build are untouched.
 """
+import json
 import re
 import shutil
 from pathlib import Path
@@ -20,9 +21,9 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.wait import WebDriverWait
 
 from nbdemo.book import build as book
-from nbdemo.book import claim_page, findings, markup
+from nbdemo.book import claim_page, findings, markup, why
 from nbdemo.book import pages as generated
-from nbdemo.claims.registry import CLAIMS, PAPERS
+from nbdemo.claims.registry import CLAIMS, PAPERS, ROOT
 from nbdemo.claims.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from nbdemo.runs import history, params, rules, runner, store
 
@@ -32,13 +33,20 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
 # synthetic sweeps of the first committed claims: outcomes per seed -> (headline, reproduced, stale seeds), and
 # their controls' outcomes per seed (None: not run). The first claim's check holds in 3 of 5 control seeds, so it is
-# uninformative and the claim INCONCLUSIVE although 4 of 5 seeds reproduce (k = 0 after the control); the third
+# uninformative and the claim INCONCLUSIVE although 4 of 5 seeds reproduce (k = 0 after the control); the second
+# reproduces in every seed, and its control fails in every seed (a control that does what it should); the third
 # claim's control is declared but not run, so its check is untested, and one of its seeds is stale. The first claim
 # has a history (HISTORY): two states, the second with a threshold moved, and a declared revision.
-SWEEPS = [([R, R, R, N, R], (I, 0, [])), ([R, N, N, I, R], (rules.MIXED, 2, [])), ([N] * 5, (N, 0, [4]))]
-CONTROLS = [[R, R, R, N, N], [N, N, N, N, R], None]
+SWEEPS = [([R, R, R, N, R], (I, 0, [])), ([R] * 5, (R, 5, [])), ([N] * 5, (N, 0, [4]))]
+CONTROLS = [[R, R, R, N, N], [N] * 5, None]
 COLOURS = {R: "rgb(26, 127, 55)", N: "rgb(207, 34, 46)", rules.MIXED: "rgb(191, 135, 0)", I: "rgb(110, 119, 129)",
            "STALE": "rgb(87, 96, 106)"}
+CONTROL_COLOURS = {N: COLOURS[R], R: COLOURS[N], rules.MIXED: COLOURS[rules.MIXED], I: COLOURS[I]}  # failing is good
+
+
+def plain(s):
+    """Text as the browser shows it, with Sphinx's typographic quotes made straight again."""
+    return s.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
 OTHER = (CLAIMS["TFD-1"], "paper", "NVIDIA H100 80GB HBM3")  # an executed paper-profile notebook committed into results/
 
 
@@ -214,36 +222,61 @@ def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
     index, done, swept = built
     visit(browser, index.as_uri())
     rows = browser.execute_script("""
-        return [...document.querySelectorAll('table tbody tr')].map(tr =>
+        return [...document.querySelectorAll('table.dashboard tbody tr')].map(tr =>
             [[...tr.cells].map(td => td.innerText.trim()), tr.cells[0].querySelector('a')?.href ?? null,
              [...tr.querySelectorAll('.outcome')].map(e => getComputedStyle(e).borderColor.includes('87, 96, 106')
-                 ? 'rgb(87, 96, 106)' : getComputedStyle(e).backgroundColor)]);""")
-    by_claim = {cells[0]: (cells, href, colours) for cells, href, colours in rows}
+                 ? 'rgb(87, 96, 106)' : getComputedStyle(e).backgroundColor),
+             [...tr.querySelectorAll('.outcome.control')].map(e => getComputedStyle(e).backgroundColor)]);""")
+    by_claim = {cells[0]: ([plain(c) for c in cells], href, colours + [control])
+                for cells, href, colours, control in rows}
     assert list(by_claim) == list(CLAIMS)
     column = {name: i for i, name in enumerate(generated.DASHBOARD)}
+    found = generated.findings_by_claim(done)
     for id_, (cells, href, colours) in by_claim.items():
         claim = CLAIMS[id_]
+        cell = dict(zip(generated.DASHBOARD, cells))
         if claim in done:
             page = done[claim][1]["verdict"]["outcome"]
-            assert cells[column["Seed 0"]] == page and colours[-1] == COLOURS[page], id_
+            differs = claim in swept and page != swept[claim][0]  # the seed-0 page is not the headline: said so
+            stale = claim_page.stale_run(claim, done[claim][1])  # today's code would not make it: STALE
+            assert cell["Seed 0"] == "STALE last stored: " * stale + page + " not the headline" * differs, id_
+            assert COLOURS[page] in colours[:-1], id_
             assert href and local_path(href) == index.parent / "claims" / f"{id_}.html", id_
         else:
-            assert cells[column["Seed 0"]] == "not reproduced yet" and href is None, id_
-        assert cells[column["Setting"]] == generated.setting_word(claim), id_
+            assert cell["Seed 0"] == "not reproduced yet" and href is None, id_
+        assert cell["Setting"] == generated.setting_word(claim), id_
         if claim in swept:
             headline, k, stale = swept[claim]
             marks = ["untested check"] * (claim == list(swept)[2]) + ["uninformative check"] * (headline == I)
             shown = headline + (f" ({', '.join(marks)})" if marks else "")
-            assert cells[1] == (f"STALE last stored: {shown}" if stale else shown), id_
+            if claim in found:  # a finding is shown beside the headline, REPRODUCED or not
+                shown += f" + {why.FINDING_LABELS[found[claim][0]]}"
+            assert cell["Over seeds"] == (f"STALE last stored: {shown}" if stale else shown), id_
             assert colours[0] == COLOURS["STALE" if stale else headline], id_
             low, high = rules.wilson(k, 5)
-            assert cells[2] == f"{k} of 5 seeds (95% interval {low:.2f} to {high:.2f})", id_
+            assert cell["Reproduced"] == f"{k} of 5 seeds (95% interval {low:.2f} to {high:.2f})", id_
             control = CONTROLS[list(swept).index(claim)]
-            assert cells[3] == (rules.headline(control) if control else "not run yet"), id_
-            assert cells[column["Revised"]] == ("1 (1 declared)" if claim == list(swept)[0] else "none"), id_
+            if control:
+                said = generated.CONTROL_SAYS[rules.headline(control)][1]
+                assert cell["Control"] == f"{rules.headline(control)} ({said})", id_
+                assert colours[-1] == [CONTROL_COLOURS[rules.headline(control)]], id_  # green when it fails
+            else:
+                assert cell["Control"] == "not run yet", id_
+            assert cell["Revised"] == ("1 (1 declared)" if claim == list(swept)[0] else "none"), id_
         else:
-            assert cells[1] == "no sweep yet" and cells[2] == "", id_
-    text = browser.find_element("tag name", "main").text.replace("’", "'")  # Sphinx's typographic apostrophes
+            assert cell["Over seeds"] == "no sweep yet" and cell["Reproduced"] == "", id_
+        # why, in one line, with its kind: the finding's first sentence, else what the evidence says
+        if claim in found:
+            kind, finding = found[claim]
+            assert cell["Why"] == plain(f"{why.FINDING_LABELS[kind]} {why.lead(finding.source)}"), id_
+        elif claim == list(swept)[0]:
+            assert cell["Why"] == 'holds in the control too "claim"', id_
+        elif claim in done and claim not in swept:
+            assert cell["Why"].startswith(("every check holds in the run", "requirement unmet", "check fails")), id_
+        else:
+            assert cell["Why"] == "not run no stored run", id_
+    assert "the notebook states a finding" in plain(browser.find_element("tag name", "main").text)
+    text = plain(browser.find_element("tag name", "main").text)
     assert "REPRODUCED when the interval's lower bound is at least 0.5 (5 of 5, 9 of 10)" in text  # rules.RULE
     assert "is *untested by its control*" not in text and "is untested by its control" in text  # rendered
     assert "is uninformative" in text
@@ -256,9 +289,10 @@ def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
     for claim, (headline, k, stale) in swept.items():
         visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
         box = browser.find_element("css selector", ".admonition.seeds")
+        box_text = plain(box.text)
         low, high = rules.wilson(k, 5)
         assert f"Over 5 seeds: {headline}, {k} of 5 reproduce (95% interval of the share {low:.2f} to {high:.2f})" \
-            in box.text, claim.id
+            in box_text, claim.id
         tables = box.find_elements("css selector", "table")
         per_seed = tables[0].find_elements("css selector", "tbody tr")
         assert [r.text.split()[0] for r in per_seed] == ["0", "1", "2", "3", "4"], claim.id
@@ -268,14 +302,28 @@ def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
         assert per_row["claim"][4] == ">= 0.5 (ours: synthetic)", claim.id
         if headline == I:  # the check holds in 3 of 5 control seeds; raising its threshold past 1 fails every seed
             assert per_row["claim"][5] == "3 of 5 (uninformative)" and per_row["claim"][7] == "1 → NOT REPRODUCED"
-            assert "The seeds alone give REPRODUCED" in box.text and "a synthetic control" in box.text
+            assert "The seeds alone give MIXED" in box_text and "a synthetic control" in box_text  # 4 of 5
             assert "INCONCLUSIVE (its rows alone: REPRODUCED)" in per_seed[0].text
         if claim == list(swept)[2]:  # a control declared and not run tests nothing
             assert per_row["claim"][5] == "untested: the control has not been run", claim.id
-        assert ("Stale: this is the last stored headline, not a current one" in box.text) == bool(stale), claim.id
+        assert ("Stale: this is the last stored headline, not a current one" in box_text) == bool(stale), claim.id
         departs = generated.departures(claim)
-        assert ("Setting: a substitute" in box.text) == bool(departs), claim.id
-        assert all(d.split()[0] in box.text for d in departs or []), claim.id
+        assert ("Setting: a substitute" in box_text) == bool(departs), claim.id
+        assert all(d.split()[0] in box_text for d in departs or []), claim.id
+        page = done[claim][1]["verdict"]["outcome"]  # the seed-0 page that is not the headline says so
+        assert ("It is not the headline over seeds" in box_text) == (page != headline), claim.id
+        # each row's value in each seed, in a table that opens, and the stored results to download
+        details = box.find_element("css selector", "details.per-seed")
+        assert not details.get_attribute("open")
+        details.find_element("tag name", "summary").click()
+        cells = [[td.text for td in tr.find_elements("tag name", "td")]
+                 for tr in details.find_elements("css selector", "tbody tr")]
+        assert [c[0] for c in cells] == ["fit", "claim"], claim.id
+        outcomes = SWEEPS[list(swept).index(claim)][0]
+        assert cells[1][1:] == [("1" if o == R else "0 ✗") for o in outcomes], claim.id
+        link = box.find_element("partial link text", f"{claim.id}.json").get_attribute("href")
+        stored = json.loads(local_path(link).read_text())
+        assert stored["claim"] == claim.id and len(stored["runs"]) == 5, claim.id
     others = [c for c in done if c not in swept]
     if others:
         visit(browser, (index.parent / "claims" / f"{others[0].id}.html").as_uri())
@@ -295,13 +343,12 @@ def test_claim_pages_show_the_verdicts_history_and_the_fresh_seeds(built, browse
     assert rows[0][3] == "first stored" and rows[1][2] == "declared revision"
     assert rows[1][3] == "threshold: the check's threshold 0.5 (why: Fig. 3) revised after results"
     assert rows[2][3] == "threshold of a check (1) revised after results" and rows[2][2] == "INCONCLUSIVE 0 of 5"
-    said = box.text.replace("’", "'")  # Sphinx's typographic apostrophes
-    assert "The verdict's history (1 revisions after results)" in said
+    assert "The verdict's history (1 revisions after results)" in plain(box.text)
     assert "Fresh seeds: none yet. No seed has been run for the first time since the claim's last revision after " \
-           "results (2026-11-22)." in said
+           "results (2026-11-22)." in plain(box.text)
     visit(browser, (index.parent / "claims" / f"{second.id}.html").as_uri())
     box = browser.find_element("css selector", ".admonition.seeds")
-    assert "Fresh seeds: the claim has no revision after results" in box.text and not box.find_elements(
+    assert "Fresh seeds: the claim has no revision after results" in plain(box.text) and not box.find_elements(
         "css selector", "table.history")
 
 
@@ -488,20 +535,41 @@ def test_claim_pages_say_how_to_rerun_them(built, browser):
         box = browser.find_element("css selector", ".admonition.rerun").text
         assert f"nbdemo run {claim.id}\n" in box and f"nbdemo sweep {claim.id} --seeds 0-4" in box, claim.id
         assert (f"nbdemo run {claim.id} --profile paper" in box) == ("paper" in params.profiles(claim)), claim.id
-        link = browser.find_element("css selector", ".admonition.rerun a").get_attribute("href")
-        assert link == f"{generated.urls()['Repository']}/blob/main/notebooks/{claim.id}.ipynb"
+        # no repository address was given to this build: the notebook is named, not linked to an invented address
+        assert f"notebooks/{claim.id}.ipynb in the repository" in box, claim.id
+        assert not browser.find_elements("css selector", ".admonition.rerun a[href^=http]"), claim.id
 
 
-def test_the_book_links_its_repository_and_says_how_to_cite_it(built, browser):
+INVENTED = ["github.com/nbdemo", "nbdemo.github.io", "The nbdemo authors"]  # the placeholders this book once showed
+
+
+def test_without_addresses_the_book_shows_no_repository_and_no_invented_address(built, browser, monkeypatch):
+    """The build was given no address ($NBDEMO_REPOSITORY, $NBDEMO_SITE unset): no repository or issue button, no
+    canonical address, no placeholder anywhere in the site; the citation has no url. Given them, the staged
+    configuration and the citation carry them, once."""
     index = built[0]
     visit(browser, index.as_uri())
     hrefs = browser.execute_script("return [...document.querySelectorAll('a')].map(a => a.href)")
-    repo, site = generated.urls()["Repository"], generated.urls()["Documentation"]
-    assert repo in hrefs and any(h.startswith(f"{repo}/issues") for h in hrefs)
-    canonical = browser.find_element("css selector", "link[rel=canonical]").get_attribute("href")
-    assert canonical == f"{site}intro.html"
+    assert not [h for h in hrefs if "github.com" in h]
+    assert not browser.find_elements("css selector", "link[rel=canonical]")
     text = browser.find_element("tag name", "main").text
-    assert "How to cite" in text and "@software{nbdemo" in text and site in text
+    assert "How to cite" in text and "@software{nbdemo" in text and "url" not in text.split("@software")[1]
+    site = index.parent
+    assert not {(f.name, p) for f in site.rglob("*") if f.suffix in (".html", ".ipynb", ".txt", ".bib")
+                for p in INVENTED if p in f.read_text(errors="ignore")}
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert not {"repository-code", "url"} & cff.keys() and not any(p in str(cff) for p in INVENTED)
+    monkeypatch.setenv("NBDEMO_REPOSITORY", "https://example.org/someone/repo")
+    monkeypatch.setenv("NBDEMO_SITE", "https://someone.example.org/repo")
+    src = built[0].parents[3] / "staged"
+    (src).mkdir(exist_ok=True)
+    shutil.copy(book.BOOK / "_config.yml", src / "_config.yml")
+    book.config(src)
+    conf = yaml.safe_load((src / "_config.yml").read_text())
+    assert conf["repository"]["url"] == "https://example.org/someone/repo" and conf["html"]["use_repository_button"]
+    assert conf["html"]["baseurl"] == "https://someone.example.org/repo/"
+    assert "url     = {https://someone.example.org/repo/}" in generated.citation()
+    assert "code: https://example.org/someone/repo" in generated.citation()
 
 
 def test_the_book_opens_with_a_reproducibility_summary_and_each_chapter_lists_its_claims(built, browser):
@@ -524,3 +592,187 @@ def test_the_book_opens_with_a_reproducibility_summary_and_each_chapter_lists_it
         colour = browser.execute_script(
             "return getComputedStyle(document.querySelector('.admonition.seeds')).borderLeftColor")
         assert colour == COLOURS["STALE" if swept[claim][2] else headline], claim.id
+
+
+def claim_pages(built):
+    index, done, _ = built
+    return [(claim, index.parent / "claims" / f"{claim.id}.html") for claim in done]
+
+
+def test_each_claim_page_opens_with_its_verdict_and_why_within_the_first_screen_of_a_phone(built, browser):
+    """Under the title, one line: the headline over seeds (STALE and the last stored where it is not current), or
+    seed 0's outcome where there is no sweep, and why; its bottom within the first 800 px at 420 px."""
+    _, done, swept = built
+    browser.set_window_size(420, 900)
+    try:
+        for claim, page in claim_pages(built):
+            visit(browser, page.as_uri())
+            line = browser.find_element("css selector", "p.verdict-line")
+            bottom = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return r.bottom + "
+                                            "window.scrollY", line)
+            assert bottom <= 800, (claim.id, bottom)
+            text = plain(line.text)
+            if claim in swept:
+                headline, k, stale = swept[claim]
+                said = f"{headline} over 5 seeds, {k} of 5 reproduce"
+                assert text.startswith(f"STALE last stored: {said}" if stale else said), (claim.id, text)
+            else:  # the seed-0 run alone, STALE where today's code would not make it
+                said = f"{done[claim][1]['verdict']['outcome']} in seed 0 alone"
+                stale = claim_page.stale_run(claim, done[claim][1])
+                assert text.startswith(f"STALE last stored: {said}" if stale else said), (claim.id, text)
+            assert "Why: " in text and len(text.split("Why: ")[1]) > 10, (claim.id, text)
+    finally:
+        browser.set_window_size(1400, 900)
+
+
+MATHS = """
+    const w = document.documentElement.clientWidth, bad = [];
+    for (const m of document.querySelectorAll('div.math, .MJXc-display, .MathJax_Display')) {
+        const r = m.getBoundingClientRect(), scrolls = ['auto', 'scroll'].includes(getComputedStyle(m).overflowX);
+        if (r.right > w + 0.5 || (m.scrollWidth > m.clientWidth + 1 && !scrolls)) bad.push([m.innerText.slice(0, 60),
+            r.width, m.scrollWidth]);
+        for (let p = m.parentElement; p && p.tagName != 'MAIN'; p = p.parentElement) {  // clipped by a box above
+            const q = p.getBoundingClientRect();
+            if (getComputedStyle(p).overflowX == 'hidden' && r.right > q.right + 0.5 && !scrolls)
+                bad.push([m.innerText.slice(0, 60), 'clipped by', p.className]);
+        }
+    }
+    return bad;"""
+
+
+def test_display_maths_scrolls_and_is_never_clipped_on_a_phone(built, browser):
+    """At 420 px every display equation fits its column or scrolls inside its own box, once MathJax has typeset it
+    (MathJax served by the book, as `make system` installs it)."""
+    if not (book.MATHJAX / "MathJax.js").exists():
+        pytest.skip("needs Debian's libjs-mathjax (`make system` as root installs it)")
+    browser.set_window_size(420, 900)
+    count = "return [document.querySelectorAll('.math').length, document.querySelectorAll('.math:has(.MathJax_CHTML)').length]"
+    bad, displays = {}, 0
+    try:
+        for claim, page in claim_pages(built):
+            visit(browser, page.as_uri())
+            WebDriverWait(browser, 30).until(lambda b: (n := b.execute_script(count))[0] == n[1])
+            displays += browser.execute_script("return document.querySelectorAll('div.math').length")
+            if found := browser.execute_script(MATHS):
+                bad[claim.id] = found
+    finally:
+        browser.set_window_size(1400, 900)
+    assert displays and not bad
+
+
+def test_figures_are_numbered_per_claim_link_to_their_full_size_and_carry_their_caption(built, browser):
+    """"Figure PFC-1.2": each claim page numbers its own figures; each image is a link to its file at full size, and
+    its alt text is its caption."""
+    for claim, page in claim_pages(built):
+        visit(browser, page.as_uri())
+        figures = browser.execute_script("""return [...document.querySelectorAll('.cell_output figure')].filter(f =>
+            f.querySelector('img')).map(f => {const img = f.querySelector('img');
+            return [f.querySelector('.caption-number')?.innerText.trim(), f.querySelector('.caption-text')?.innerText,
+                    img.alt, img.closest('a')?.href, img.src];});""")
+        assert [n for n, *_ in figures] == [f"Figure {claim.id}.{i}" for i in range(1, len(figures) + 1)], claim.id
+        for number, caption, alt, href, src in figures:  # the alt text is the caption's (its maths as TeX)
+            assert alt.split()[:3] == caption.split()[:3] and not alt.endswith(".png"), (claim.id, number)
+            assert href == src and local_path(href).exists(), (claim.id, number)
+    visit(browser, (built[0].parent / "claims" / "TFD-1-paper.html").as_uri())
+    numbers = browser.execute_script("return [...document.querySelectorAll('.caption-number')].map(e => e.innerText)")
+    assert all(n.startswith("Figure TFD-1-paper.") for n in numbers)
+
+
+def png_dpi(path):
+    from PIL import Image
+    with Image.open(path) as image:
+        return image.info.get("dpi", (72, 72))[0]
+
+
+def test_figures_stay_legible_on_a_phone(built, browser):
+    """At 420 px a figure is shown at least at the scale at which its tick labels (matplotlib's 10 pt at the PNG's
+    dpi) are 9 px high, scrolling sideways in its own box where it is wider than the column; the page itself does
+    not scroll sideways."""
+    browser.set_window_size(420, 900)
+    small = {}
+    try:
+        for claim, page in claim_pages(built):
+            visit(browser, page.as_uri())
+            images = browser.execute_script("""return [...document.querySelectorAll('.cell_output figure img')].map(i =>
+                [i.src, i.getBoundingClientRect().width, i.naturalWidth]);""")
+            for src, shown, natural in images:
+                tick = 10 * png_dpi(local_path(src)) / 72 * shown / natural
+                if tick < 9:
+                    small.setdefault(claim.id, []).append(round(tick, 1))
+            assert browser.execute_script("return document.documentElement.scrollWidth <= "
+                                          "document.documentElement.clientWidth"), claim.id
+    finally:
+        browser.set_window_size(1400, 900)
+    assert not small
+
+
+def test_claim_pages_use_the_full_width_of_a_wide_screen(built, browser):
+    _, _, swept = built
+    claim = next(iter(swept))
+    visit(browser, (built[0].parent / "claims" / f"{claim.id}.html").as_uri())
+    width = browser.execute_script("return document.querySelector('table.evidence').getBoundingClientRect().width")
+    assert width >= 0.6 * 1400, width
+
+
+def test_booleans_read_as_counts_over_seeds():
+    """A yes-or-no statistic over seeds reads "finite in 5 of 5", not a mean of -1."""
+    finite = {"name": "training stayed finite", "op": "==", "value": -1.0, "measured": "finite", "ok": True}
+    runs = {s: {"rows": [finite if s else {**finite, "value": 30.0, "measured": "diverged at step 30", "ok": False}]}
+            for s in range(5)}
+    assert claim_page._counted(runs, "training stayed finite") == "finite in 4 of 5; diverged at step 30 in 1"
+    flag = {"name": "flag", "op": ">=", "value": True, "measured": "True", "ok": True}
+    assert claim_page._counted({0: {"rows": [flag]}, 1: {"rows": [{**flag, "value": False}]}}, "flag") == \
+        "yes in 1 of 2; no in 1"
+    assert claim_page._counted({0: {"rows": [{**flag, "value": 0.3}]}}, "flag") is None
+
+
+PRIVATE = [re.compile(r"\bl\.\s?\d+"), re.compile(r"(?<![\w.:/])/(?:work|tmp|home|root|Users|mnt|opt)/")]
+
+
+def published(built):
+    """The built site's pages and the notebooks its download buttons serve."""
+    site = built[0].parent
+    return [*site.rglob("*.html"), *site.rglob("_sources/**/*.ipynb")]
+
+
+def test_nothing_private_in_the_built_site_or_its_notebooks(built, browser):
+    """No line number of the papers' private text copies ("l.45") in the text of any page, code and outputs
+    included, nor in a published .ipynb; no absolute path of the machine that built or ran it in either."""
+    found = {}
+    for path in published(built):
+        body = path.read_text(errors="ignore")
+        if path.suffix == ".html":
+            visit(browser, path.as_uri())
+            body = browser.find_element("tag name", "body").get_attribute("textContent") + "".join(
+                browser.execute_script("return [...document.querySelectorAll('[href], [src]')].map(e => "
+                                       "e.getAttribute('href') || e.getAttribute('src'))"))
+        if hits := [m[0] for p in PRIVATE for m in p.finditer(body)]:
+            found[path.name] = hits[:5]
+    assert not found
+    assert any(p.suffix == ".ipynb" for p in published(built))
+    nb = nbformat.read(next(p for p in published(built) if p.suffix == ".ipynb"), as_version=4)
+    assert "input_path" not in nb.metadata.get("papermill", {})
+
+
+def test_tags_are_explained_where_they_appear(built, browser):
+    """Every tag after a headline (dashboard, chapters) carries its meaning on hover and in the legend under the
+    table; a finding beside a REPRODUCED headline is shown with it."""
+    index, _, swept = built
+    pages = [index] + [index.parent / f"{p.lower()}.html" for p in PAPERS]
+    seen = set()
+    for page in pages:
+        visit(browser, page.as_uri())
+        text = plain(browser.find_element("tag name", "main").text)
+        for tag, title in browser.execute_script(
+                "return [...document.querySelectorAll('abbr.tag')].map(a => [a.innerText, a.title])"):
+            name = next(n for n in why.TAGS if plain(why.TAGS[n]) == plain(title))
+            assert f"{name}: {plain(title)}" in text, (page.name, tag)
+            seen.add(name)
+    assert {"uninformative check", "untested check", "finding"} <= seen
+    reproduced = next(c for c, (h, _, _) in swept.items() if h == R)
+    if reproduced not in generated.findings_by_claim(built[1]):
+        return
+    visit(browser, index.as_uri())
+    row = next(tr for tr in browser.find_elements("css selector", "table.dashboard tbody tr")
+               if tr.find_element("tag name", "td").text == reproduced.id)
+    assert "REPRODUCED + finding" in row.find_elements("tag name", "td")[1].text

@@ -3,6 +3,7 @@ and the addresses of the repository and the book are written in one place."""
 import shutil
 import subprocess
 import sys
+import tomllib
 
 import yaml
 
@@ -50,10 +51,22 @@ def test_make_publish_refuses_without_a_built_book(tmp_path):
     assert run.returncode != 0 and "run make book first" in run.stdout
 
 
-def test_the_repository_and_book_addresses_are_written_once():
-    urls = pages.urls()
+def test_the_repository_and_book_addresses_are_given_once_when_the_book_is_built(monkeypatch):
+    """No address is written in the sources (pyproject.toml, CITATION.cff, the book's configuration): the build takes
+    them from `make book REPOSITORY=... SITE=...`, and the Pages workflow passes GitHub's own."""
+    for name in ("NBDEMO_REPOSITORY", "NBDEMO_SITE"):
+        monkeypatch.delenv(name, raising=False)
+    assert pages.urls() == {"Repository": None, "Documentation": None}
+    monkeypatch.setenv("NBDEMO_REPOSITORY", "https://example.org/a/b/")
+    monkeypatch.setenv("NBDEMO_SITE", "https://a.example.org/b")
+    assert pages.urls() == {"Repository": "https://example.org/a/b", "Documentation": "https://a.example.org/b/"}
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
-    assert cff["repository-code"] == urls["Repository"] and cff["url"] == urls["Documentation"]
+    assert not {"repository-code", "url"} & cff.keys()
+    assert "urls" not in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert "repository" not in yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
+    make = (ROOT / "Makefile").read_text()
+    assert "NBDEMO_REPOSITORY='$(REPOSITORY)'" in make and "NBDEMO_SITE='$(SITE)'" in make
     workflow = (ROOT / ".github" / "workflows" / "pages.yml").read_text()
     assert "make book" in workflow and "actions/deploy-pages" in workflow
+    assert "REPOSITORY=${{ github.server_url }}/${{ github.repository }}" in workflow
+    assert "SITE=${{ steps.pages.outputs.base_url }}" in workflow
