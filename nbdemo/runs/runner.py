@@ -1,4 +1,4 @@
-"""Run one claim notebook with papermill on a kernel: execution, signals, output paths and each run's provenance.
+"""Run one claim notebook with papermill on a kernel (`nbdemo.runs.kernels`): output paths and each run's provenance.
 
 `run(claim, profile, overrides)` takes a `Claim` (`nbdemo.claims.registry.get`), its parameters resolved by `nbdemo.runs.params`,
 and writes `build/runs/<profile>/<CLAIM>.ipynb`, with its verdict, provenance and fingerprint (`nbdemo.runs.fingerprint`)
@@ -12,28 +12,18 @@ import hashlib
 import json
 import os
 import re
-import signal
-import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
-from nbdemo.claims.registry import NOTEBOOKS, PROVENANCE_KEY, ROOT, VERDICT_KEY
+from nbdemo.claims.registry import PROVENANCE_KEY, ROOT, VERDICT_KEY
 from nbdemo.claims.verdict import describe
 from nbdemo.ml import datacheck
 from nbdemo.runs import fingerprint, lock
+from nbdemo.runs.kernels import (KERNEL_ENV, NotebookFailed, Terminated, execute, shared_kernel,  # noqa: F401
+                                  sigterm_as_interrupt)
 from nbdemo.runs.params import ParameterError, check_device, resolve
 
 BUILD = Path(os.environ.get("NBDEMO_BUILD", ROOT / "build"))
-
-
-class NotebookFailed(RuntimeError):
-    """A cell of the notebook raised an error (missing data, no CUDA device, ...)."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, unwinding like Ctrl-C (the command then exits 143, not 130)."""
 
 
 # ---------------------------------------------------------------- provenance
@@ -50,132 +40,6 @@ def glued(nb, key):
 def summary(nb):
     """What the dashboard and `nbdemo list` show of an executed notebook (its nbdemo metadata)."""
     return nb.metadata.get("nbdemo")
-
-
-# ---------------------------------------------------------------- kernels and signals
-
-@contextmanager
-def sigterm_as_interrupt():
-    """SIGTERM unwinds like Ctrl-C, so temporary files are removed and the kernel is shut down. Only the main
-    thread can install a handler: in a Dask worker, which runs tasks in threads, the worker handles its signals."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def raise_interrupt(*_):
-        raise Terminated
-    old = signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-def _kernel_manager():
-    """A kernel manager that talks over Unix sockets in a private folder, not over open TCP ports, with its
-    connection file (which holds the kernel's key) in that folder too; returns it and the folder (a
-    TemporaryDirectory to clean up). The folder is made in $NBDEMO_KERNELS when it is set: a sweep's LocalCluster
-    points it at one folder that the sweep removes at its end, also when its workers were killed mid-run."""
-    from jupyter_client.manager import KernelManager
-    sockets = tempfile.TemporaryDirectory(prefix="nbdemo-kernel-", dir=os.environ.get("NBDEMO_KERNELS") or None)
-    if len(f"{sockets.name}/kernel-1".encode()) > 107:  # the longest path of a Unix socket
-        sockets.cleanup()
-        raise NotebookFailed(f"the kernel's sockets would be in {sockets.name}, a path too long for a Unix socket; "
-                             "set TMPDIR to a shorter folder")
-    return KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets.name}/kernel",
-                         connection_file=f"{sockets.name}/kernel.json"), sockets
-
-
-# The environment of every kernel, where the user has not set these:
-# - OpenMP threads that sleep at barriers instead of spinning: on a small shared machine a spinning thread holds the
-#   core its partner needs, and torch runs many times slower (same numbers either way).
-# - torch's CPU kernels, and oneDNN's (convolutions), at AVX2 on every processor: with AVX-512 kernels the same seed
-#   gives other last digits (TFD-7 and TFD-5 flip rows; PFC-4's conv ResNet another run), so the committed
-#   notebooks, made with AVX2, would not reproduce under nbval where the processor has AVX-512. A processor without
-#   AVX2 still runs its own best kernels.
-KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-
-
-@contextmanager
-def shared_kernel(dry_run=False):
-    """One kernel for many runs, e.g. the dry runs of every paper profile: torch and nbdemo are imported once, and
-    each notebook starts from an empty namespace (`%reset -f`). Runs on it share its dry-run setting."""
-    km, sockets = _kernel_manager()
-    km.start_kernel(env={**KERNEL_ENV, **os.environ, "NBDEMO_DRY_RUN": "1" if dry_run else "0"}, cwd=str(NOTEBOOKS))
-    km.nbdemo_dry_run = dry_run
-    try:
-        yield km
-    finally:
-        if km.has_kernel:
-            km.shutdown_kernel(now=True)
-        sockets.cleanup()
-
-
-# What a run on a shared kernel starts from: as in a fresh kernel, an empty namespace, no figure, the caches of
-# nbdemo's modules empty (loaded data included) and cell numbers from 1; only the imported modules stay.
-RESET = """
-%reset -f
-import sys as _sys, matplotlib.pyplot as _plt
-_plt.close("all")
-for _m in [m for n, m in list(_sys.modules.items()) if n == "nbdemo" or n.startswith("nbdemo.")]:
-    for _f in list(vars(_m).values()):
-        if callable(getattr(_f, "cache_clear", None)):
-            _f.cache_clear()
-%reset -f
-__import__("gc").collect()
-get_ipython().execution_count = 1
-"""
-
-
-def _reset(km):
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=60)
-        reply = kc.execute_interactive(RESET, store_history=False, timeout=60)
-        if reply["content"]["status"] != "ok":
-            raise NotebookFailed(f"the shared kernel could not be reset: {reply['content'].get('evalue')}")
-    finally:
-        kc.stop_channels()
-
-
-def _execute(notebook, out, parameters, cwd, km=None):
-    """papermill in a worker thread, on a kernel this thread starts and stops (or on `km`, a shared kernel, which
-    it resets first and leaves running).
-
-    In the main thread nbclient takes SIGINT and SIGTERM for its own kernel cleanup, which can leave the kernel
-    training and the run waiting for good. Here they reach the main thread as KeyboardInterrupt: it kills the
-    kernel, lets the worker unwind and re-raises."""
-    import papermill
-
-    own, failed = km is None, []
-    if own:
-        km, sockets = _kernel_manager()
-    else:
-        _reset(km)
-
-    def work():
-        try:
-            papermill.execute_notebook(notebook, out, parameters=parameters, cwd=cwd, progress_bar=False,
-                                       kernel_name="python3", request_save_on_cell_execute=False, km=km)
-        except BaseException as e:  # handed to the main thread
-            failed.append(e)
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    interrupted = True
-    try:
-        while worker.is_alive():
-            worker.join(0.2)
-        interrupted = False
-    finally:
-        if (own or interrupted) and km.has_kernel:
-            km.shutdown_kernel(now=True)
-        worker.join(30)
-        if own:
-            sockets.cleanup()
-    if failed:
-        raise failed[0]
 
 
 # ---------------------------------------------------------------- runs and their output paths
@@ -240,7 +104,7 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
     try:
         with sigterm_as_interrupt():
             try:
-                _execute(str(claim.notebook), str(tmp), changed, str(claim.notebook.parent), kernel)
+                execute(str(claim.notebook), str(tmp), changed, str(claim.notebook.parent), kernel)
             except PapermillExecutionError as e:  # papermill has saved the notebook up to the failing cell
                 atomic_write(tmp.read_text(), failed)
                 raise NotebookFailed(f"{claim.id} stopped at cell In [{e.exec_count}] with {e.ename}: {e.evalue}\n"

@@ -10,8 +10,6 @@ a notebook's kernel uses (`local_workers`); `scheduler` connects to a running sc
 and `dask worker`, or dask-jobqueue on SLURM: see the README), a tls:// one with `security` (a Dask `Security`, or
 Dask's config `distributed.comm.tls.*`).
 """
-import atexit
-import contextlib
 import os
 import re
 import shutil
@@ -21,7 +19,7 @@ import time
 
 from nbdemo.claims.registry import Claim, get
 from nbdemo.ml import datacheck
-from nbdemo.runs import history, params, runner, store
+from nbdemo.runs import history, kernels, params, runner, store
 
 MAX_RUNS = store.MAX_RUNS  # runs (claims x seeds) in one sweep: more is a typo, or a job to split into several sweeps
 CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler
@@ -174,35 +172,8 @@ def plan(claims, seeds, profile="default", overrides=None, commit=False, force=F
 DASK_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
 
 
-KERNEL_RUNS = 25  # runs on one worker's kernel before a new one starts (what a long-lived kernel may hold on to)
-_kernel = {}      # this worker process's kernel: "km", its ExitStack "stack", "runs" made on it
-
-
-def _close_kernel():
-    if _kernel:
-        _kernel.pop("stack").close()
-        _kernel.clear()
-
-
-atexit.register(_close_kernel)
-
-
-def worker_kernel():
-    """The kernel this worker process runs its notebooks on, one after the other (`runner.shared_kernel`): torch,
-    nbdemo and matplotlib are imported once per kernel, not once per run (10 of MLI-9's 20 s, 12 of PFC-6's 33 s),
-    and each run starts as in a fresh kernel (`runner.RESET`). A new kernel after `KERNEL_RUNS` runs, or when the
-    last one died or its run failed; it goes with the worker process (ipykernel exits when its parent does)."""
-    if _kernel and (_kernel["runs"] >= KERNEL_RUNS or not _kernel["km"].is_alive()):
-        _close_kernel()
-    if not _kernel:
-        stack = contextlib.ExitStack()
-        _kernel.update(km=stack.enter_context(runner.shared_kernel()), stack=stack, runs=0)
-    _kernel["runs"] += 1
-    return _kernel["km"]
-
-
 def task(claim, seed, profile, overrides, commit, env, force=False):
-    """One notebook run on a worker, on its kernel (`worker_kernel`), with the values `env` ({variable: value or
+    """One notebook run on a worker, on its kernel (`kernels.worker_kernel`), with the values `env` ({variable: value or
     None}) of `DASK_VARS` in the process that started the sweep (and NBDEMO_KERNELS); returns the run's metadata (the
     verdict, provenance, wall time), or {"failed": why} for a notebook that raised: a value, so that Dask does not
     log the worker's traceback."""
@@ -213,12 +184,12 @@ def task(claim, seed, profile, overrides, commit, env, force=False):
             os.environ[var] = value
     try:
         if commit and _is_page(claim, seed, profile, overrides):
-            path, meta = runner.run(claim, commit=True, kernel=worker_kernel(), log=lambda *_: None)
+            path, meta = runner.run(claim, commit=True, kernel=kernels.worker_kernel(), log=lambda *_: None)
         else:
-            path, meta = runner.run(claim, profile, {**overrides, "seed": seed}, force=force, kernel=worker_kernel(),
+            path, meta = runner.run(claim, profile, {**overrides, "seed": seed}, force=force, kernel=kernels.worker_kernel(),
                                     log=lambda *_: None)
     except Exception as e:  # noqa: BLE001  reported by the sweep in one line
-        _close_kernel()  # what the failed run left in its kernel is not known: the next run gets a new one
+        kernels.close_worker_kernel()  # what the failed run left in its kernel is not known: the next run gets a new one
         return {"failed": str(e) if isinstance(e, runner.NotebookFailed) else f"{type(e).__name__}: {e}"}
     return {**meta, "notebook": str(path)}
 

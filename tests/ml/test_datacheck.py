@@ -89,7 +89,7 @@ def test_runs_of_other_datasets_do_not_read_the_files(copy):
 def test_run_refuses_a_damaged_copy_before_the_kernel_starts(copy, monkeypatch):
     system, _, _ = copy
     (system / f"{NAMES[0]}.gz").write_bytes(b"not gzip")
-    monkeypatch.setattr(runner, "_execute", lambda *a, **k: pytest.fail("the notebook ran"))
+    monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("the notebook ran"))
     with pytest.raises(datacheck.BadData, match="not a whole gzip file"):
         runner.run(CLAIMS["MLI-1"])
 

@@ -151,7 +151,7 @@ def _kernels():
 
 def test_runs_on_a_workers_reused_kernel_equal_runs_on_fresh_kernels_and_no_kernel_outlives_the_sweep(tmp_path,
                                                                                                    monkeypatch):
-    """One worker runs MLI-9 and then MLI-7 on one kernel (`sweep.worker_kernel`): MLI-7's rows and cell numbers are
+    """One worker runs MLI-9 and then MLI-7 on one kernel (`kernels.worker_kernel`): MLI-7's rows and cell numbers are
     those of a run on a kernel of its own, and when the sweep ends no kernel it started is left running."""
     monkeypatch.setattr(store, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(runner, "BUILD", tmp_path / "build")
