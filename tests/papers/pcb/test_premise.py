@@ -20,7 +20,7 @@ def test_zca_support_is_a_scaled_identity_on_its_span():
     assert B.shape == (28, 20)
     assert premise.spectrum_spread(Xw, B) < 1 / 0.9
     assert torch.allclose(Xw @ B @ B.T, Xw, atol=1e-10)  # nothing off the span
-    assert premise.spectrum_spread(X) > 100  # the raw data is far from it
+    assert premise.spectrum_spread(X[:, :25]) > 100  # the raw data (its non-constant columns) is far from it
 
 
 def test_span_share_and_band_nanmedians():
