@@ -18,12 +18,13 @@ def table(header, rows, cls=""):
 LINE_REFS = [(r"\s*\(l\.\s?\d+(?:[-–]\d+)?\)", ""),  # "(l.325)"
              (r",\s*l\.\s?\d+(?:[-–]\d+)?\b", ""),  # "(§3.3, l.297-304)"
              (r"\bl\.\s?\d+(?:[-–]\d+)?[:,]\s*", ""),  # "(l.278: at ...", "l.49, Fig. 2a"
-             (r"\s*\bl\.\s?\d+(?:[-–]\d+)?\b", "")]
+             (r"\s*\bl\.\s?\d+(?:[-–]\d+)?\b", ""),
+             (r"(\bpaper\(\s*\"[^\"\n]*\")\s*,\s*\d+\s*\)", r"\1)")]  # code: paper("Fig. 2a", 45)
 
 
 def readable(s):
     """Text (or code) without the line numbers of the project's private text copies of the papers ("Fig. 7, l.180"
-    reads "Fig. 7"): a reader can follow a section, equation or figure, not a line. Brackets left empty by the
+    reads "Fig. 7", `paper("Fig. 7", 180)` reads `paper("Fig. 7")`: the stored row keeps the line): a reader can follow a section, equation or figure, not a line. Brackets left empty by the
     removal go too ("(l.170, l.178)"), and no others (code keeps its calls' "()")."""
     for pattern, by in LINE_REFS:
         s = re.sub(pattern, by + "\0", s)

@@ -526,6 +526,8 @@ def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
         "norm {glue:text}`claims/PFC-5.ipynb::gd:.2g`, {glue}`claims/PFC-6.ipynb::x`"  # a finding copied elsewhere
     assert markup.readable("'learned in the first phase' (l.170, l.178): not already") == \
         "'learned in the first phase': not already"
+    assert markup.readable('v.check("x", r, ">", 0, source=paper("§3, Fig. 2a", 45))') == \
+        'v.check("x", r, ">", 0, source=paper("§3, Fig. 2a"))'  # code cells: the line stays in the stored row
 
 
 def test_claim_pages_say_how_to_rerun_them(built, browser):
