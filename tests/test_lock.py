@@ -17,6 +17,11 @@ def test_the_installed_packages_are_exactly_the_locked_versions():
     assert lock.differences() == [], "rebuild .venv from the lock: rm -rf .venv && make setup"
 
 
+def test_setuptools_vendored_copies_do_not_count_as_installed():
+    import setuptools  # noqa: F401  (puts setuptools/_vendor, with its .dist-info, on sys.path)
+    assert "jaraco-text" not in lock.installed() and lock.installed()["setuptools"] == lock.pins()["setuptools"]
+
+
 def test_the_lock_pins_every_dependency_of_pyproject_within_its_range():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     pins = lock.pins()

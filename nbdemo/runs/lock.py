@@ -8,6 +8,7 @@ than the book's may differ from a rerun in its last digits. The fingerprint is a
 import hashlib
 import importlib.metadata
 import re
+import sysconfig
 
 from nbdemo.claims.registry import ROOT
 
@@ -37,8 +38,11 @@ def pins(path=LOCK):
 
 
 def installed():
-    """{name: version} of every distribution this Python sees."""
-    return {normal(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
+    """{name: version} of every distribution installed in this Python's site-packages. Only there: importing
+    setuptools puts its own vendored copies (setuptools/_vendor, with their .dist-info) on sys.path, and a scan of
+    sys.path would then count them as installed packages."""
+    site = sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+    return {normal(d.metadata["Name"]): d.version for d in importlib.metadata.distributions(path=site)}
 
 
 def differences(path=LOCK):
