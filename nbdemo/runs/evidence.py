@@ -6,7 +6,8 @@ the revisions after results, and the seeds first run after the last of them. Rea
 nothing is rerun.
 
 - A claim's *control* is its profile `control` (nbdemo/profiles/<CLAIM>.yml, with `control about: ...`), run over
-  seeds 0-4; a claim with no trained network declares `no control: <reason>` instead.
+  seeds 0-4; a claim with no trained network, or one whose paper names no setting without the effect, declares
+  `no control: <reason>` instead.
 - A change of a check, a threshold, a requirement, the reading of a statistic, the setting or the control, made
   after an earlier state of the claim's store was stored, is a *revision after results*, declared or not.
 """

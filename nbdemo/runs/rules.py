@@ -28,7 +28,8 @@ CONTROL_RULE = (
     "is *untested by its control*: not a failure, and no evidence. A tested check that holds in at least half of the "
     "control's seeds is *uninformative*. A run whose checks all hold is REPRODUCED only when at least one of them is "
     "tested by the control and informative, and INCONCLUSIVE otherwise; a check that fails still counts against the "
-    "claim. A claim that declares no control (a formula, a solver, a toy model) is judged by its checks alone.")
+    "claim. A claim that declares no control (a formula, a solver, a toy model, or trained networks where the paper "
+    "names no setting without the effect: its page says why) is judged by its checks alone.")
 SENSITIVITY_RULE = (
     "A threshold of this book's (source *ours*) is *sensitive* when the headline changes within "
     f"±{SENSITIVE:.0%} of it (a threshold at 0: within one standard deviation of the statistic over the seeds, or "
