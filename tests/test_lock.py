@@ -8,7 +8,7 @@ import tomllib
 import yaml
 from packaging.requirements import Requirement
 
-from nbdemo.book.claim_page import provenance_cell
+from nbdemo.book.staging import provenance_cell
 from nbdemo.claims.registry import ROOT
 from nbdemo.runs import lock, store
 

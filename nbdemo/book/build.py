@@ -9,7 +9,8 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from nbdemo.book.claim_page import book_notebook, relabel, rerun_box, seeds_box, verdict_line
+from nbdemo.book.claim_page import rerun_box, seeds_box, verdict_line
+from nbdemo.book.staging import book_notebook, relabel
 from nbdemo.book.findings import findings
 from nbdemo.book.pages import chapter, citation, dashboard, findings_by_claim, summary, urls
 from nbdemo.claims.registry import CLAIMS, PAPERS, ROOT

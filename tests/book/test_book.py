@@ -21,7 +21,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.wait import WebDriverWait
 
 from nbdemo.book import build as book
-from nbdemo.book import claim_page, findings, markup, why
+from nbdemo.book import claim_page, findings, markup, staging, why
 from nbdemo.book import pages as generated
 from nbdemo.claims.registry import CLAIMS, PAPERS, ROOT
 from nbdemo.claims.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
@@ -230,7 +230,6 @@ def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
     by_claim = {cells[0]: ([plain(c) for c in cells], href, colours + [control])
                 for cells, href, colours, control in rows}
     assert list(by_claim) == list(CLAIMS)
-    column = {name: i for i, name in enumerate(generated.DASHBOARD)}
     found = generated.findings_by_claim(done)
     for id_, (cells, href, colours) in by_claim.items():
         claim = CLAIMS[id_]
@@ -386,7 +385,7 @@ def test_results_of_other_profiles_are_shown_beside_the_default(built, browser):
 def test_another_profiles_page_gets_its_own_figure_names():
     """The paper profile's page is a second copy of the claim's notebook: its figures and the references to them are
     renamed, so that each label is once in the book (a strict build fails on a duplicate)."""
-    nb = claim_page.relabel(nbformat.read(CLAIMS["PFC-1"].notebook, as_version=4), "paper")
+    nb = staging.relabel(nbformat.read(CLAIMS["PFC-1"].notebook, as_version=4), "paper")
     names = [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells if "figure" in c.metadata.get("mystnb", {})]
     prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert names and all(n.endswith("-paper") for n in names)
