@@ -8,9 +8,7 @@ nbformat, so that the command line refuses bad input in well under a second.
 import ast
 import json
 import math
-import os
 import re
-import sys
 from pathlib import Path
 
 import yaml
@@ -182,6 +180,8 @@ RULES = {  # parameter name (or "CLAIM:name", for one claim's) -> (test, what is
     "model": choice(*MODELS_PCB6),
     "norms": each(choice(*NORMS), distinct=True),
     "bias": choice("all", "last", "none"),  # nbdemo.ml.models.MLP's bias (MLI-4's control: "none")
+    "window_steps": STEPS,  # TFD-2/4's controls: score steps 0..window_steps, not the run's own first phase (0)
+    "norm": choice(*NORMS),  # TFD-2's control: nbdemo.ml.models.MLP's norm ("none" for norm=None)
     "device": (lambda v: isinstance(v, str) and (v in ("auto", "cpu", "mps") or CUDA.fullmatch(v) is not None),
                "auto, cpu, cuda, cuda:N or mps"),
 }
@@ -280,37 +280,3 @@ def resolve(claim, profile="default", overrides=None, force=False):
     changed = {**named[profile], **(overrides or {})}
     full = validate(claim, changed, force)
     return {k: full[k] for k in changed}, full
-
-
-# ---------------------------------------------------------------- devices
-
-def _no_gpu_driver():
-    """True where torch cannot see a GPU, known without importing torch: Linux with no NVIDIA driver loaded, no
-    ROCm device and no WSL GPU (elsewhere, or with torch imported already, torch itself is asked)."""
-    return (sys.platform.startswith("linux") and "torch" not in sys.modules
-            and not any(os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg")))
-
-
-def cuda_devices():
-    """How many CUDA devices torch sees here."""
-    if _no_gpu_driver():
-        return 0
-    import torch
-    return torch.cuda.device_count()
-
-
-def check_device(device):
-    """Refuse a device that torch does not see here (`cuda:99`, `cuda` without a GPU, `mps` off a Mac): one line,
-    before a kernel starts."""
-    m = CUDA.fullmatch(device)
-    if m:
-        n, index = cuda_devices(), int(m[1] or 0)
-        if index >= n:
-            raise ParameterError(f"device {device!r}: torch sees {'no CUDA device' if not n else f'{n} CUDA devices'} "
-                                 f"here{f' (cuda:0..cuda:{n - 1})' if n else ''}; give device auto or cpu")
-    elif device == "mps":
-        if sys.platform != "darwin":
-            raise ParameterError("device 'mps': Apple's GPU exists only on macOS; give device auto or cpu")
-        import torch
-        if not torch.backends.mps.is_available():
-            raise ParameterError("device 'mps': torch sees no Apple GPU here; give device auto or cpu")

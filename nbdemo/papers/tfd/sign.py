@@ -7,8 +7,15 @@ cos(ΔV|x, F|x) = -sign(g_xᵀC), whatever the signs of F's entries: ±1, or 0 w
 Theorem 2 (app. L) states that within a category c this sign is shared, cos(α_c ΔV|x, F|x) ≥ 0 with one α_c for all
 x ∈ X_c, and Fig. 5 plots the average of the cosine over samples, which for ±1 values is 2·(share agreeing) - 1. So
 the informative quantity is the share of a category's samples whose sign agrees, not the cosine of one sample.
+
+Lemma 3's o^(l)|x = cos(ΔV|x, F|x)·cos(V, ΔF|x) takes ΔF^(l-1)|x, the change of x's features made by x, as negatively
+parallel to its feature gradient Ḟ^(l-1)|x = W^(l)ᵀ g_x (Eq. 2; app. K). With that reading
+o|x = sign(g_xᵀC)·cos(WᵀC, Wᵀg_x): +1 for every sample with g_xᵀC ≠ 0 when W has no component off C (ε = 0,
+Lemma 2), and positive exactly when the term along C outweighs the noise term ε, Lemma 3's premise.
 """
 import torch
+
+from nbdemo.papers.tfd.metrics import cos_rows, decompose
 
 
 def sample_dV(g, f_prev, C, lr):
@@ -33,3 +40,12 @@ def category_agreement(s, y, n_classes):
     count = onehot.sum(0)
     share = (onehot.T @ agree) / count
     return torch.where(count > 0, share, torch.nan), alpha
+
+
+def sample_o(g, f_prev, fdot_prev, W, C, lr):
+    """Lemma 3's o^(l) per sample with the paper's ΔF^(l-1)|x ≈ -Ḟ^(l-1)|x (app. K, "negatively parallel"):
+    cos(ΔV|x, F^(l-1)|x) · cos(V, -Ḟ^(l-1)|x), with ΔV|x from `sample_dV` and V = WᵀC / CᵀC (Lemma 2).
+
+    g: (n, h) pre-activation gradients g^(l); f_prev: (n, d) inputs F^(l-1); fdot_prev: (n, d) their gradients
+    Ḟ^(l-1) (= g Wᵀ's rows, Eq. 2); W: (h, d) the weight W^(l); C: (h,). Returns (n,) in float64."""
+    return cos_rows(sample_dV(g, f_prev, C, lr), f_prev) * cos_rows(decompose(W, C)[0], -fdot_prev.double())
