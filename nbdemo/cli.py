@@ -9,7 +9,7 @@ import sys
 from nbdemo import resolve_device
 from nbdemo.claims.registry import CLAIMS
 from nbdemo.ml import datacheck
-from nbdemo.runs import evidence, history, params, rules, runner, store
+from nbdemo.runs import devices, evidence, history, params, rules, runner, store
 
 
 class Parser(argparse.ArgumentParser):
@@ -54,7 +54,7 @@ def _device(name):
     if not test(name):
         raise argparse.ArgumentTypeError(f"{params.short(name)} is not {allowed}")
     try:
-        params.check_device(name)
+        devices.check_device(name)
     except params.ParameterError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return name
@@ -127,7 +127,7 @@ def cmd_run(args):
     if args.keep and (args.profile == "default" or args.dry_run):
         raise params.ParameterError("--keep stores the executed notebook of a non-default profile")
     for claim in args.claims:  # every claim's parameters before the first runs
-        params.check_device(params.resolve(claim, args.profile, overrides, args.force)[1].get("device", "auto"))
+        devices.check_device(params.resolve(claim, args.profile, overrides, args.force)[1].get("device", "auto"))
     for claim in args.claims:
         path, _ = runner.run(claim, args.profile, overrides, commit=args.commit, dry_run=args.dry_run,
                              force=args.force)

@@ -21,7 +21,8 @@ from nbdemo.ml import datacheck
 from nbdemo.runs import fingerprint, lock
 from nbdemo.runs.kernels import (KERNEL_ENV, NotebookFailed, Terminated, execute, shared_kernel,  # noqa: F401
                                   sigterm_as_interrupt)
-from nbdemo.runs.params import ParameterError, check_device, resolve
+from nbdemo.runs.devices import check_device
+from nbdemo.runs.params import ParameterError, resolve
 
 BUILD = Path(os.environ.get("NBDEMO_BUILD", ROOT / "build"))
 

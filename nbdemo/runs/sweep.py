@@ -19,7 +19,7 @@ import time
 
 from nbdemo.claims.registry import Claim, get
 from nbdemo.ml import datacheck
-from nbdemo.runs import history, kernels, params, runner, store
+from nbdemo.runs import devices, history, kernels, params, runner, store
 
 MAX_RUNS = store.MAX_RUNS  # runs (claims x seeds) in one sweep: more is a typo, or a job to split into several sweeps
 CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler
@@ -115,7 +115,7 @@ def check_request(claims, seeds, scheduler=None, gpu=False, security=None, worke
     if workers is not None and not 1 <= workers <= _cores():
         raise params.ParameterError(f"--workers {workers}: give 1 to {_cores()}, the cores here (each worker runs one "
                                     "notebook at a time, whose kernel uses torch's threads on these cores)")
-    if gpu and not scheduler and not params.cuda_devices():
+    if gpu and not scheduler and not devices.cuda_devices():
         raise params.ParameterError("--gpu: torch sees no CUDA device here, so no worker of the LocalCluster has a GPU; "
                                     "give --scheduler of a cluster whose workers have --resources GPU=1")
     is_tls = (scheduler or "").startswith("tls://")
@@ -207,7 +207,7 @@ def _cluster(scheduler, workers, gpu):
     if scheduler:
         return None
     from distributed import LocalCluster
-    return LocalCluster(n_workers=workers or (params.cuda_devices() if gpu else local_workers()),
+    return LocalCluster(n_workers=workers or (devices.cuda_devices() if gpu else local_workers()),
                         threads_per_worker=1, processes=True, dashboard_address=None,
                         resources={"GPU": 1} if gpu else None)
 
@@ -270,7 +270,7 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, s
     if scheduler is None:  # this machine's: a scheduler's workers check their own, each run as it starts
         fulls = [params.resolve(c, profile, overrides, force)[1] for c in dict.fromkeys(c for c, _ in todo)]
         for device in {full.get("device", "auto") for full in fulls}:
-            params.check_device(device)
+            devices.check_device(device)
         datacheck.ensure({v: v for full in fulls for v in full.values() if isinstance(v, str)})  # each dataset once
     started = history.now()
     env = {var: os.environ.get(var) for var in DASK_VARS}  # before a LocalCluster sets them
