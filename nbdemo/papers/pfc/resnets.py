@@ -4,7 +4,9 @@
 - ConvResNet: the convolutional ResNets of Table I, built from a dataset's stage list, by default with batch norm in
   the blocks and global average pooling before the classifier, which Table I does not specify (either can be turned
   off). The FC block carries a bias; §III-C's model block sigma(W x) has none.
-- block_features: every measured block's features, collected with forward hooks that are removed after use.
+- block_features: every measured block's features, collected with forward hooks that are removed after use; each
+  model's `classifier_features` reads them as its classifier reads the last block's (NC's last-layer features are
+  the classifier's input, §II).
 
 Layout: rows are samples; features are (N, D).
 """
@@ -38,6 +40,10 @@ class FCResNet(nn.Module):
     def forward(self, x):
         return self.head(self.blocks(self.embed(x.flatten(1))))
 
+    def classifier_features(self, feats):
+        """The layers' features (`block_features`) as the classifier reads the last one: as they are."""
+        return feats
+
 
 class ConvBlock(nn.Module):
     """x + ReLU(BN(conv3x3(x))), the convolutional form of the block as standard ResNets build it (batch norm after
@@ -68,6 +74,7 @@ class ConvResNet(nn.Module):
     features the PFC metrics compare (§IV-A); its input is layer 0. The classifier `self.head` takes the flattened
     last-stage features; with `avg_pool` it averages each channel over its map (global average pooling, as standard
     ResNets do before their classifier) and is linear on the channel means, else it is linear on the flattened maps.
+    The layers are measured as the classifier reads them (`classifier_features`).
     Table I gives only the stages' shapes. Without the pooling and the batch norm the last stage did not become NCC
     separable, as the paper's architectures are chosen to be (§IV-A), and its within-class variability grew while
     the training set was fitted (the PFC-4 notebook gives the runs).
@@ -88,9 +95,17 @@ class ConvResNet(nn.Module):
         pooled = nn.Sequential(nn.Unflatten(1, (c_in, size, size)), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                                nn.Linear(c_in, n_classes))
         self.head = pooled if avg_pool else nn.Linear(c_in * size * size, n_classes)
+        self.channels, self.avg_pool = c_in, avg_pool
 
     def forward(self, x):
         return self.head(self.blocks(self.trunk(x)).flatten(1))
+
+    def classifier_features(self, feats):
+        """The last stage's features (`block_features`, flattened maps) as the classifier reads the last block's:
+        with `avg_pool`, each layer's channel means (N, channels); else the flattened maps."""
+        if not self.avg_pool:
+            return feats
+        return [f.reshape(len(f), self.channels, -1).mean(-1) for f in feats]
 
 
 @torch.no_grad()

@@ -141,9 +141,10 @@ def test_data_alignment():
     assert pfc.data_alignment(-X, X) == pytest.approx(2.0)
 
 
-# --- the MUFM / UFM solvers of nbdemo.papers.pfc.ufm (Eq. 13, MSE loss), and the ResNets' training of nbdemo.papers.pfc.experiment ---
+# --- the MUFM / UFM solvers of nbdemo.papers.pfc.ufm (Eq. 13, MSE loss), the ResNets' training of
+# nbdemo.papers.pfc.experiment and the verdict rows of .regime, .orders and .prediction ---
 from nbdemo.papers.pfc import experiment as models  # noqa: E402
-from nbdemo.papers.pfc import figures, resnets
+from nbdemo.papers.pfc import figures, orders, prediction, regime, resnets  # noqa: E402
 from nbdemo.papers.pfc import ufm as mufm  # noqa: E402
 
 
@@ -205,10 +206,27 @@ def test_train_recorded_and_the_terminal_phase_rows():
     assert hist["train_errors"][-1] == int((out.argmax(1) != y).sum())
     assert hist["train_loss"][-1] == pytest.approx(float(torch.nn.functional.cross_entropy(out.double(), y)))
     v = Verdict("PFC-1")
-    models.require_terminal_phase(v, hist, len(y))
-    models.require_regime(v, hist, len(y))
-    assert [r["kind"] for r in v.rows] == ["requirement"] * 6
-    assert all(r["source"] for r in v.rows)
+    regime.require_terminal_phase(v, hist, len(y))
+    regime.require_regime(v, hist, len(y))
+    assert [r["kind"] for r in v.rows] == ["requirement"] * 4 + ["note"] * 2  # the collapse ratios are notes
+    assert all(r["source"] for r in v.rows if r["kind"] == "requirement")
+
+
+def test_a_pooled_conv_resnet_is_measured_on_the_channel_means_its_classifier_reads():
+    X, y = noisy_classes(K=3, D=8, n=20)
+    X = X.reshape(60, 2, 2, 2).repeat_interleave(4, 2).repeat_interleave(4, 3)  # (60, 2, 8, 8) images
+    torch.manual_seed(0)
+    model = resnets.ConvResNet((2, 8, 8), [(4, 2), (2, 2)], 3, 4)
+    hist, feats, acc = models.train_recorded(model, X, y, steps=20, lr_milestones=[0.8, 0.9], batch_size=16,
+                                             lr=0.05, momentum=0.9, progress=False)
+    pooled = model.classifier_features(feats)
+    assert feats[-1].shape == (60, 8 * 2 * 2) and pooled[-1].shape == (60, 8)  # 8 channels of 2 x 2 maps
+    torch.testing.assert_close(pooled[-1], feats[-1].reshape(60, 8, 4).mean(-1))
+    with torch.no_grad():  # the classifier is linear on exactly these channel means
+        torch.testing.assert_close(model.head(feats[-1]), model.head[-1](pooled[-1]))
+    np.testing.assert_allclose(hist["PFC1"][-1], pfc.layer_metrics(pooled, y)["PFC1"])  # recorded on them too
+    flat = resnets.ConvResNet((2, 8, 8), [(4, 2), (2, 2)], 3, 4, avg_pool=False)
+    assert flat.classifier_features(feats) is feats  # without pooling the classifier reads the flattened maps
 
 
 def test_terminal_phase_rows_of_an_untrained_net_fail_without_crashing():
@@ -218,11 +236,11 @@ def test_terminal_phase_rows_of_an_untrained_net_fail_without_crashing():
     hist, feats, acc = models.train_recorded(resnets.FCResNet(8, 16, 2, 3), X, y, steps=0, lr_milestones=[0.8, 0.9],
                                              batch_size=16, lr=0.05, progress=False)
     assert hist.steps == [0] and len(feats) == 3
-    v = models.terminal_phase_verdict("PFC-1", hist, len(y))
+    v = regime.terminal_phase_verdict("PFC-1", hist, len(y))
     phase = next(r for r in v.rows if r["name"].startswith("terminal phase"))
     assert phase["value"] == "nan" and phase["ok"] is False  # never at zero error: no terminal phase
-    assert not any(r["ok"] for r in v.rows[1:])  # only 'training stayed finite' holds
-    assert models.order_trend(hist, len(y), 2)[0] == 0.0  # no record after step 0: no trend
+    assert not any(r["ok"] for r in v.rows[1:] if r["kind"] == "requirement")  # only 'training stayed finite' holds
+    assert orders.order_trend(hist, len(y), 2)[0] == 0.0  # no record after step 0: no trend
 
 
 @pytest.mark.parametrize("conv", [False, True])
@@ -237,37 +255,35 @@ def test_a_diverged_run_is_inconclusive_with_its_step_and_no_traceback(conv):
     hist, feats, acc = models.train_recorded(model, X, y, steps=50, lr_milestones=[0.8, 0.9], batch_size=16,
                                              lr=1e12, momentum=0.9, progress=False)  # BN survived 1e6 in some inits
     assert hist.diverged_at is not None
-    metrics = models.layer_metrics(feats, y)
-    v = models.depth_order_verdict("PFC-4" if conv else "PFC-1", hist, metrics, len(y))
+    metrics = pfc.layer_metrics(model.classifier_features(feats), y)
+    v = orders.depth_order_verdict("PFC-4" if conv else "PFC-1", hist, metrics, len(y))
     assert v.outcome == "INCONCLUSIVE" and v.rows[0]["measured"] == f"diverged at step {hist.diverged_at}"
-    rho, _ = models.order_trend(hist, len(y), 2)
+    rho, _ = orders.order_trend(hist, len(y), 2)
     assert np.isfinite(rho)
+    if not conv:  # PFC-3's rows on the same diverged run
+        v = regime.terminal_phase_verdict("PFC-3", hist, len(y))
+        ts = np.linspace(0, 1, 11)
+        prediction.geodesic_rows(v, feats, y, metrics, pfc.relative_depth(feats), ts,
+                                 pfc.geodesic(feats[0], feats[-1], y, ts))
+        assert v.outcome == "INCONCLUSIVE" and v.rows[0]["measured"] == f"diverged at step {hist.diverged_at}"
 
 
-def test_shuffled_labels_keep_the_class_sizes_and_break_the_classes():
-    y = torch.arange(10).repeat_interleave(20)
-    z = models.shuffled(y, seed=3)
-    assert torch.equal(torch.bincount(z), torch.bincount(y)) and (z != y).float().mean() > 0.5
-    assert torch.equal(z, models.shuffled(y, seed=3)) and not torch.equal(z, models.shuffled(y, seed=4))
-
-
-def test_the_regime_needs_a_collapsed_last_layer_and_an_effective_depth_equal_to_the_depth():
+def test_the_regime_needs_an_effective_depth_equal_to_the_depth_and_notes_the_collapse():
     from nbdemo.claims.verdict import Verdict
 
     def rows(metrics, n=200):
         v = Verdict("PFC-1")
-        models.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), n)
-        return {r["name"]: r["ok"] for r in v.rows}
+        regime.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), n)
+        return {r["name"]: (r["kind"], r["ok"], r["value"]) for r in v.rows}
 
-    ordered = {"PFC1": [1.0, 0.5, 0.09], "PFC2": [0.9, 0.5, 0.08], "PFC3": [0.9, 0.95, 1.0]}
-    assert all(rows(ordered).values())
-    # PFC2 only 0.11 of layer 0's: not collapsed; PFC1 at exactly a tenth is
-    ok = rows({**ordered, "PFC2": [1.0, 0.5, 0.11]})
-    assert not ok["last layer collapsed: PFC2 of the last layer / of layer 0"]
-    assert ok["last layer collapsed: PFC1 of the last layer / of layer 0"] and ok["effective depth L0 equals the depth"]
-    assert rows({**ordered, "PFC1": [1.0, 0.5, 0.1]})["last layer collapsed: PFC1 of the last layer / of layer 0"]
-    # layer 1 already as NCC-accurate as the last: effective depth 1 of 2
-    assert not rows({**ordered, "PFC3": [0.9, 1.0, 1.0]})["effective depth L0 equals the depth"]
+    weak = {"PFC1": [1.0, 0.9, 0.7], "PFC2": [0.9, 0.85, 0.8], "PFC3": [0.9, 0.95, 1.0]}  # barely collapsed
+    r = rows(weak)
+    assert r["effective depth L0 equals the depth"][:2] == ("requirement", True)  # no bound on the collapse
+    assert r["collapse of the last layer: PFC1 of the last layer / of layer 0"] == ("note", None, 0.7)
+    # layer 1 already has at most 1% NCC errors: effective depth 1 of 2
+    assert not rows({**weak, "PFC3": [0.9, 0.99, 1.0]})["effective depth L0 equals the depth"][1]
+    # no layer NCC separable: no effective depth (NaN, which fails)
+    assert rows({**weak, "PFC3": [0.5, 0.6, 0.9]})["effective depth L0 equals the depth"][1:] == (False, "nan")
 
 
 def test_the_order_trend_is_the_rank_correlation_of_step_and_pairs_in_order():
@@ -277,7 +293,7 @@ def test_the_order_trend_is_the_rank_correlation_of_step_and_pairs_in_order():
         h = History()
         for s, p1 in enumerate(pfc1_per_record):  # two blocks; PFC2 and PFC3 in order at every record
             h.add(s * 10, {"PFC1": p1, "PFC2": [0.9, 0.8, 0.7], "PFC3": [0.8, 0.9, 1.0]})
-        return models.order_trend(h, 100, 2)
+        return orders.order_trend(h, 100, 2)
 
     rising = [[1, 2, 3], [1, 2, 0.5], [1, 2, 0.5], [1, 0.8, 0.5], [1, 0.8, 0.5]]
     rho, counts = trend(rising)
@@ -304,10 +320,10 @@ def test_the_terminal_phase_begins_at_zero_error_and_needs_a_falling_loss():
 
     def rows(h, n=200):
         v = Verdict("PFC-1")
-        models.require_terminal_phase(v, h, n)
+        regime.require_terminal_phase(v, h, n)
         return {r["name"]: r["ok"] for r in v.rows}
 
-    assert models.terminal_phase(history([5, 0, 0], [1.0, 0.1, 0.05], steps=[0, 10, 20])) == (10, 0.1, 0.05)
+    assert regime.terminal_phase(history([5, 0, 0], [1.0, 0.1, 0.05], steps=[0, 10, 20])) == (10, 0.1, 0.05)
     assert all(rows(history([5, 0, 0], [1.0, 0.1, 0.05])).values())
     assert not rows(history([5, 3, 0], [1.0, 0.5, 0.05]))["terminal phase: loss still falling after zero error"]
     assert not rows(history([5, 0, 0], [1.0, 0.05, 0.06]))["terminal phase: loss still falling after zero error"]
@@ -317,11 +333,15 @@ def test_the_terminal_phase_begins_at_zero_error_and_needs_a_falling_loss():
     assert not rows(history([5, 0, 0], [1.0, 0.1, 0.05], ncc=0.985))["last layer NCC-separable: NCC error"]
 
 
-def test_effective_depth_is_the_first_layer_as_ncc_accurate_as_the_last():
-    assert models.effective_depth([170, 180, 199, 198, 199], 200) == 2
-    assert models.effective_depth([199, 180, 190, 199], 200) == 0
-    assert models.effective_depth([150, 120, 115], 200) == 2  # last layer not NCC separable: every layer before it
-    np.testing.assert_array_equal(models.ncc_correct({"PFC3": [0.985, 0.9850000001, 1.0]}, 200), [197, 197, 200])
+def test_effective_depth_is_the_first_layer_with_ncc_error_at_most_eps():
+    assert regime.effective_depth([170, 180, 199, 198, 199], 200) == 2
+    assert regime.effective_depth([199, 180, 190, 199], 200) == 0
+    # a fixed eps (1% of 200: 2 errors), not the last layer's own error: layer 1 counts though the last has none
+    assert regime.effective_depth([170, 198, 199, 200], 200) == 1
+    assert regime.effective_depth([170, 198, 199, 200], 200, eps=0.009) == 2  # 1.8 errors allowed: 1
+    assert regime.effective_depth([150, 120, 115], 200) is None  # no layer NCC separable: no effective depth
+    assert regime.scored_depth([150, 120, 115], 200) == 2  # ... and every block is before it
+    np.testing.assert_array_equal(regime.ncc_correct({"PFC3": [0.985, 0.9850000001, 1.0]}, 200), [197, 197, 200])
 
 
 def test_check_across_depth_scores_the_blocks_before_effective_depth():
@@ -332,17 +352,17 @@ def test_check_across_depth_scores_the_blocks_before_effective_depth():
     metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5, 0.9]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6, 0.65]),
                "PFC3": np.array([0.9, 0.95, 0.95 + 1e-12, 0.995, 0.995])}
     v = Verdict("PFC-1")
-    assert models.check_across_depth(v, metrics, n) == 3
+    assert orders.check_across_depth(v, metrics, n) == 3
     checks = {r["name"]: r["ok"] for r in v.rows if r["kind"] == "check"}
     assert len(checks) == 3 and all(checks.values())  # equal accuracies (up to float rounding) are no drop
     notes = {r["name"]: r["value"] for r in v.rows if r["kind"] == "note"}
     assert notes["PFC1: blocks after effective depth in order"] == 0
-    assert models.pairs_in_order(metrics, n, 3) == 9
+    assert orders.pairs_in_order(metrics, n, 3) == 9
     # a drop of one image before effective depth fails the PFC3 check; PFC2 rising at block 1 fails its check
     metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5]), "PFC2": np.array([0.5, 0.6, 0.4, 0.3]),
                "PFC3": np.array([0.9, 0.95, 0.945, 0.995])}
     v = Verdict("PFC-1")
-    models.check_across_depth(v, metrics, n)
+    orders.check_across_depth(v, metrics, n)
     ok = {r["name"]: r["ok"] for r in v.rows if r["kind"] == "check"}
     assert ok == {"PFC1 decreases across depth (blocks 1..L0)": True, "PFC2 decreases across depth (blocks 1..L0)": False,
                   "NCC-correct samples never fewer across depth (blocks 1..L0)": False}
@@ -356,17 +376,17 @@ def test_the_depth_rows_declare_the_ncc_tolerance_with_its_variants():
     metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6]),
                "PFC3": np.array([0.9, 0.95, 0.99, 0.99])}
     v = Verdict("PFC-1")
-    assert models.check_across_depth(v, metrics, 200) == 2
+    assert orders.check_across_depth(v, metrics, 200) == 2
     row = v.rows[0]
     (name, (lower, higher)), = row["inner"].items()
     assert "1%" in name and len(row["value"]) == 2 and len(lower) == 3 and len(higher) == 2
     v = Verdict("PFC-1")
-    models.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), 200)
-    depth = v.rows[-1]
+    regime.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), 200)
+    depth = v.rows[0]
     assert depth["value"] == 2 and depth["inner"][name] == ["nan", 2]
     v = Verdict("PFC-2")
     h = history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics)
-    models.check_order_trend(v, h, 200)
+    orders.check_order_trend(v, h, 200)
     assert v.rows[0]["value"] == 0.0 and v.rows[0]["ok"] is False  # the same order at every record: no trend
     assert v.rows[0]["inner"][name] == [0.0, 0.0]
 
@@ -376,7 +396,7 @@ def test_no_block_before_effective_depth_fails_the_checks():
 
     v = Verdict("PFC-1")
     metrics = {"PFC1": np.array([1.0, 0.5]), "PFC2": np.array([0.9, 0.8]), "PFC3": np.array([1.0, 1.0])}
-    assert models.check_across_depth(v, metrics, 100) == 0
+    assert orders.check_across_depth(v, metrics, 100) == 0
     assert not any(r["ok"] for r in v.rows if r["kind"] == "check")
 
 
@@ -386,34 +406,62 @@ def test_measure_layers_gives_the_effective_depth():
     feats = [X, X + 0.5 * (H - X), H]  # layer 0 not NCC separable, the last layer an exact ETF
     metrics, pos, L0 = models.measure_layers(feats, y)
     assert metrics["PFC3"][0] < 1 and metrics["PFC3"][-1] == 1.0 and pos[0] == 0 and pos[-1] == pytest.approx(1)
-    assert L0 == models.effective_depth(models.ncc_correct(metrics, len(y)), len(y)) > 0
+    assert L0 == regime.effective_depth(regime.ncc_correct(metrics, len(y)), len(y)) > 0
 
 
 def test_depth_order_verdict_holds_the_rows_pfc1_and_pfc4_share():
     n = 200
     metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5, 0.2]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6, 0.05]),
-               "PFC3": np.array([0.9, 0.95, 0.95, 0.99, 0.995])}
-    v = models.depth_order_verdict("PFC-1", history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), metrics, n)
+               "PFC3": np.array([0.9, 0.95, 0.95, 0.98, 0.995])}  # 4 NCC errors at layer 3, 1 at the last
+    v = orders.depth_order_verdict("PFC-1", history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), metrics, n)
     assert [r["name"] for r in v.rows] == [
         "training stayed finite", "training error 0", "terminal phase: loss still falling after zero error",
-        "last layer NCC-separable: NCC error", "last layer collapsed: PFC1 of the last layer / of layer 0",
-        "last layer collapsed: PFC2 of the last layer / of layer 0", "effective depth L0 equals the depth",
+        "last layer NCC-separable: NCC error", "effective depth L0 equals the depth",
+        "collapse of the last layer: PFC1 of the last layer / of layer 0",
+        "collapse of the last layer: PFC2 of the last layer / of layer 0",
         "PFC1 decreases across depth (blocks 1..L0)", "PFC2 decreases across depth (blocks 1..L0)",
         "NCC-correct samples never fewer across depth (blocks 1..L0)"]
-    assert v.rows[4]["value"] == pytest.approx(0.2 / 3) and v.outcome == "REPRODUCED"
-    assert models.page_numbers(history([5, 0, 0], [1.0, 0.1, 0.05]), metrics) == pytest.approx(
+    assert v.rows[5]["value"] == pytest.approx(0.2 / 3) and v.outcome == "REPRODUCED"
+    assert regime.page_numbers(history([5, 0, 0], [1.0, 0.1, 0.05]), metrics) == pytest.approx(
         {"zero_error_step": 1, "pfc1_ratio": 0.2 / 3, "pfc2_ratio": 0.05 / 0.9})
-    assert [r["name"] for r in models.terminal_phase_verdict("PFC-2", history([5, 0, 0], [1, 0.1, 0.05]), n).rows] \
+    assert [r["name"] for r in regime.terminal_phase_verdict("PFC-2", history([5, 0, 0], [1, 0.1, 0.05]), n).rows] \
         == [r["name"] for r in v.rows[:7]]
 
 
-def test_the_figures_fit_the_book_column_with_labels_and_the_papers_pfc3():
-    metrics = {"PFC1": np.array([3.0, 2.0, 1.0]), "PFC2": np.array([0.9, 0.8, 0.7]), "PFC3": np.array([0.9, 0.95, 1.0])}
-    h = history([5, 0, 0], [1.0, 0.1, 0.05])
-    for name, values in metrics.items():
-        h.records[name] = [values * (1 + 0.1 * s) for s in range(3)]
-    for fig in [figures.plot_layers(np.array([0, 0.4, 1]), metrics, L0=2), figures.plot_evolution(h)]:
-        panels = [ax for ax in fig.axes if ax.get_xlabel() != ""][:3]
-        assert fig.get_size_inches()[0] <= 9 and len(panels) == 3 and all(ax.get_ylabel() for ax in panels)
-        paper_lines = [l for l in panels[2].get_lines() if l.get_label().startswith("paper:")]
-        assert len(paper_lines) == 1 and list(paper_lines[0].get_ydata()) == [1, 1]
+def test_transport_cost_is_the_identity_below_theorem1():
+    H0, y = noisy_classes()
+    H1, _ = simplex_etf(K=4, D=12, n=30)
+    cost, share = prediction.transport_cost(H0, H1, y)
+    m0, m1 = (pfc.class_means(H, y)[0] - H.double().mean(0) for H in (H0, H1))
+    norms = float((m0 ** 2).sum() + (m1 ** 2).sum())
+    assert pfc.theorem1_inner(H0, H1, y) == pytest.approx((norms - cost) / 2)  # the identity of §III-B
+    assert share == pytest.approx(cost / norms) and prediction.transport_cost(H0, H0, y) == (0.0, 0.0)
+
+
+def test_geodesic_rows_decide_on_the_null_comparison_and_note_the_line():
+    from nbdemo.claims.verdict import Verdict
+
+    H0, y = noisy_classes()
+    ts = np.linspace(0, 1, 51)
+
+    def verdict(feats, metrics=None):
+        pos = pfc.relative_depth(feats)
+        metrics = metrics or pfc.layer_metrics(feats, y)
+        v = Verdict("PFC-3")
+        prediction.geodesic_rows(v, feats, y, metrics, pos, ts, pfc.geodesic(feats[0], feats[-1], y, ts))
+        return {r["name"]: r for r in v.rows}
+
+    etf, _ = simplex_etf(K=4, D=12, n=30)  # the end point: a simplex ETF with a little of the input's variability
+    line = on_the_line(H0.double(), etf + 0.05 * H0.double(), [0, 0.1, 0.3, 0.6, 0.85, 1])
+    rows = verdict(line)  # the layers on the geodesic: it beats the null for both metrics
+    checks = {k: r["ok"] for k, r in rows.items() if r["kind"] == "check"}
+    assert len(checks) == 2 and all(checks.values())
+    assert rows["Theorem 1 assumption"]["ok"] and rows["PFC1 decreases along the line (Theorem 1)"]["kind"] == "note"
+    assert rows["features near the line (Assumption 1)"]["value"] == pytest.approx(0, abs=1e-9)
+    # the same ends, but measured values exactly linear in position (PFC1 in log10): the null predicts every layer,
+    # and the geodesic cannot beat it
+    pos = pfc.relative_depth(line)
+    ends = pfc.layer_metrics(line, y)
+    linear = {name: pfc.linear_in_position(ends[name], pos, log=name == "PFC1") for name in ("PFC1", "PFC2")}
+    rows = verdict(line, {**ends, **linear})
+    assert not any(r["ok"] for r in rows.values() if r["kind"] == "check")

@@ -1,0 +1,101 @@
+"""Conjecture 1's order across depth (Wang, Gai & Zhang, §III-A) as verdict rows that PFC-1, PFC-2 and PFC-4 share.
+
+check_across_depth checks the order of the layers before the effective depth at the end of training,
+check_order_trend (with order_trend) how it emerges over training; depth_order_verdict holds PFC-1's and PFC-4's
+verdict. The effective depth and the regime's requirements are in `nbdemo.papers.pfc.regime`.
+"""
+import numpy as np
+
+from nbdemo.claims.verdict import paper
+from nbdemo.papers.pfc.regime import (EPS_NAME, EPS_VARIANTS, ncc_correct, scored_depth,
+                                      terminal_phase_verdict)
+
+# Conjecture 1's three orders across depth: metric, row, comparison of each block's change with 0, line of the text.
+ORDERS = [("PFC1", "PFC1 decreases across depth", ">", 190), ("PFC2", "PFC2 decreases across depth", ">", 192),
+          ("PFC3", "NCC-correct samples never fewer across depth", ">=", 194)]
+
+
+def depth_changes(metrics, n):
+    """Each block's change in the direction Conjecture 1 predicts: the decrease of PFC1 and of PFC2, and the change
+    in the number of NCC-correct samples (of `n`). dict name -> (L,) array; the conjecture wants them > 0, > 0, >= 0."""
+    changes = {name: -np.diff(np.asarray(metrics[name], dtype=float)) for name in ("PFC1", "PFC2")}
+    changes["PFC3"] = np.diff(ncc_correct(metrics, n)).astype(float)
+    return changes
+
+
+def holds_each(x, op):
+    """Which numbers of x satisfy `op 0` (op: ">" or ">=")."""
+    return np.asarray(x) > 0 if op == ">" else np.asarray(x) >= 0
+
+
+def check_across_depth(v, metrics, n, prefix=""):
+    """Conjecture 1's order across depth (§III-A) as checks of Verdict `v`, on the layers before the effective
+    depth L0 (`scored_depth`: layers 0..L0, the blocks 1..L0, every block where no layer is NCC separable;
+    `require_regime` requires L0 to be the depth): PFC1 and PFC2 go down at every one of these blocks and the number
+    of NCC-correct samples (PFC3 as a count of the `n`) never goes down (statistic: each block's change,
+    `depth_changes`). With no block before L0 (L0 = 0) the statistic is NaN, which fails. The blocks after L0,
+    outside the conjecture, are notes. `prefix` starts every row's name. Returns L0."""
+    correct = ncc_correct(metrics, n)
+    L0 = scored_depth(correct, n)
+    changes = depth_changes(metrics, n)
+
+    def statistic(name, depth):  # each block's change before the effective depth; NaN (fails) without a block
+        return changes[name][:depth] if depth else [float("nan")]
+
+    for name, title, op, line in ORDERS:
+        before, after = changes[name][:L0], changes[name][L0:]
+        ends = (f"{correct[0]} -> {correct[L0]} of {n}" if name == "PFC3"
+                else f"{metrics[name][0]:.3g} -> {metrics[name][L0]:.3g}")
+        v.check(f"{prefix}{title} (blocks 1..L0)", statistic(name, L0), op, 0,
+                expected=f"{'no drop' if name == 'PFC3' else 'down'} at every block before effective depth",
+                shown=f"{int(np.sum(holds_each(before, op)))}/{L0} ({ends})" if L0 else "no block before it",
+                source=paper(f"Conjecture 1 ({name}), before effective depth", line),
+                inner={EPS_NAME: [statistic(name, scored_depth(correct, n, eps)) for eps in EPS_VARIANTS]})
+        if len(after):
+            v.note(f"{prefix}{name}: blocks after effective depth in order", int(np.sum(holds_each(after, op))),
+                   shown=f"{int(np.sum(holds_each(after, op)))}/{len(after)}")
+    return L0
+
+
+def pairs_in_order(metrics, n, L0):
+    """How many of the 3 L0 (metric, block) pairs of blocks 1..L0 are in Conjecture 1's order (`depth_changes`)."""
+    changes = depth_changes(metrics, n)
+    return sum(int(np.sum(holds_each(changes[name][:L0], op))) for name, _, op, _ in ORDERS)
+
+
+def order_trend(hist, n, L0):
+    """How Conjecture 1's order emerges over training: Spearman's rank correlation between the step and the number
+    of (metric, block) pairs of blocks 1..L0 in order (`pairs_in_order`), over the records of `train_recorded` after
+    step 0 (the initialisation is left out, so that a run whose order is there from its first steps on shows no
+    trend). 0 when the count is the same at every one of them (no trend). Returns (rho, the counts)."""
+    from scipy.stats import spearmanr
+
+    steps = np.asarray(hist.steps)
+    counts = np.array([pairs_in_order({name: hist[name][i] for name in ("PFC1", "PFC2", "PFC3")}, n, L0)
+                       for i in range(len(steps))])
+    later = steps > 0
+    if len(set(counts[later])) < 2:
+        return 0.0, counts
+    return float(spearmanr(steps[later], counts[later]).statistic), counts
+
+
+def check_order_trend(v, hist, n):
+    """Conjecture 1's "gradually converge to the final order" (§III-A, Fig. 2) as a check of Verdict `v`: the rank
+    correlation `order_trend` over the records of `train_recorded` (on `n` samples), on the blocks before the
+    effective depth of the last record (`scored_depth`), must be > 0."""
+    correct = ncc_correct({"PFC3": hist["PFC3"][-1]}, n)
+    L0 = scored_depth(correct, n)
+    rho, counts = order_trend(hist, n, L0)
+    v.check("order emerges gradually: rank correlation of step and pairs in order", rho, ">", 0,
+            expected="> 0 (more (metric, block) pairs before L0 in order as training goes on)",
+            shown=f"{rho:.2f} ({counts[0]} at step 0, {counts[-1]} of {3 * L0} at the end)",
+            source=paper("Conjecture 1 ('gradually converge to the final order'), Fig. 2", 196),
+            inner={EPS_NAME: [order_trend(hist, n, scored_depth(correct, n, eps))[0] for eps in EPS_VARIANTS]})
+
+
+def depth_order_verdict(claim, hist, metrics, n):
+    """The verdict of PFC-1 and PFC-4, the order across depth at the end of training: `terminal_phase_verdict` and
+    Conjecture 1's orders on the layers' final `metrics` (`check_across_depth`)."""
+    v = terminal_phase_verdict(claim, hist, n)
+    check_across_depth(v, metrics, n)
+    return v

@@ -1,0 +1,85 @@
+"""PFC-3's verdict rows (Wang, Gai & Zhang, Assumption 1, Theorems 1-2, Fig. 3): how well the geodesic, the PFC
+metrics along the straight line from the input features to the last-layer features (Eq. 10), predicts the measured
+layers, against a null model that knows only the two end layers; the theorems' own statements along the line, their
+premises and Assumption 1's straightness are notes.
+"""
+import numpy as np
+
+from nbdemo.claims.verdict import ours, paper
+from nbdemo.papers.pfc.metrics import (class_means, curve_error, geodesic_distance, linear_in_position,
+                                       straightness, theorem1_inner)
+from nbdemo.papers.pfc.regime import ncc_correct
+
+# The metrics whose curve the check compares with the layers, and whether on a log10 scale (PFC1, as Fig. 3 plots it).
+LOG = {"PFC1": True, "PFC2": False}
+# The tolerance of the earlier check "the layers follow the curve" (ours; a note now): the largest inner-layer
+# deviation at most a quarter of the range between the two end layers.
+TOLERANCE = 0.25
+
+
+def curve_errors(metrics, pos, ts, curve):
+    """For PFC1 (log10) and PFC2: the inner layers' largest deviation, relative to the endpoint range
+    (`curve_error`), from the geodesic `curve` (computed at `ts`, read at the layers' positions `pos`) and from the
+    null model linear in relative position (`linear_in_position`). {name: {"geodesic": ..., "linear": ...}}."""
+    return {name: {"geodesic": curve_error(metrics[name], np.interp(pos, ts, curve[name]), log=log),
+                   "linear": curve_error(metrics[name], linear_in_position(metrics[name], pos, log=log), log=log)}
+            for name, log in LOG.items()}
+
+
+def transport_cost(H0, H1, y):
+    """Theorem 2's transport cost ||H~(1) - H~(0)||_F^2 (§III-B) between the class means of two layers, each centred
+    at its global mean, and its share of ||H~(0)||_F^2 + ||H~(1)||_F^2: Theorem 1's assumption,
+    sum_k <h~_k(0), h~_k(1)> >= 0, holds exactly when that share is at most 1 (the identity below Theorem 1).
+    Returns (cost, share)."""
+    centred = []
+    for H in (H0, H1):
+        means, _ = class_means(H, y)
+        centred.append(means - H.reshape(len(H), -1).double().mean(0))
+    cost = float(((centred[1] - centred[0]) ** 2).sum())
+    return cost, cost / float(sum((c ** 2).sum() for c in centred))
+
+
+def geodesic_rows(v, feats, y, metrics, pos, ts, curve):
+    """Add PFC-3's rows to Verdict `v`, from the layers' features `feats`, their `metrics` and positions `pos`, and
+    the geodesic `curve` at `ts` (`nbdemo.papers.pfc.metrics.geodesic`):
+    - requirement: Theorem 1's assumption on the inner product (>= 0);
+    - checks: for PFC1 (log10) and PFC2, the geodesic's largest inner-layer deviation is below the null model's
+      (`curve_errors`);
+    - notes: each deviation against a quarter of the endpoint range; the metrics along the line, which fall
+      monotonically by Theorems 1-2 wherever their premises hold (so they verify the theorems' algebra, not the
+      claim); Theorem 2's transport cost; the features' distance to the line and the straightness of their paths
+      (Assumption 1)."""
+    n = len(y)
+    inner = theorem1_inner(feats[0], feats[-1], y)
+    v.require("Theorem 1 assumption", inner, ">=", 0, expected="sum_k <h~_k(0), h~_k(1)> >= 0",
+              source=paper("Theorem 1", 215))
+    errors = curve_errors(metrics, pos, ts, curve)
+    for name, log in LOG.items():
+        e, scale = errors[name], " (log10)" if log else ""
+        v.check(f"{name}{scale}: the geodesic predicts the inner layers better than the linear-in-position null",
+                e["geodesic"], "<", e["linear"], expected="largest deviation / endpoint range below the null's",
+                shown=f"{e['geodesic']:.3g} vs {e['linear']:.3g}", source=ours(
+                    "the geodesic's blue curve predicts the layers (Fig. 3) only where it does better than a model "
+                    "that knows the two end layers alone and puts each layer linearly in its relative position; "
+                    "the comparison is ours, with no tolerance"))
+        v.note(f"{name}{scale}: layers within {TOLERANCE} of the endpoint range of the curve", e["geodesic"],
+               shown=f"{e['geodesic']:.3g} ({'within' if e['geodesic'] <= TOLERANCE else 'outside'})")
+    along = {"PFC1": -np.diff(curve["PFC1"]), "PFC2": -np.diff(curve["PFC2"]),
+             "PFC3": np.diff(ncc_correct(curve, n)).astype(float)}  # each step's change in the predicted direction
+    steps = len(ts) - 1
+    for name, title in [("PFC1", "PFC1 decreases along the line (Theorem 1)"),
+                        ("PFC2", "PFC2 decreases along the line (Theorem 2)")]:
+        down = int(np.sum(along[name] > 0))
+        v.note(title, down, shown=f"{down}/{steps} steps")
+    kept = int(np.sum(along["PFC3"] >= 0))
+    ends = ncc_correct(curve, n)
+    v.note("NCC-correct samples never fewer along the line (§III-B)", kept,
+           shown=f"{kept}/{steps} steps ({ends[0]} -> {ends[-1]} of {n})")
+    cost, share = transport_cost(feats[0], feats[-1], y)
+    v.note("Theorem 2's transport cost ||H~(1) - H~(0)||_F^2", cost,
+           shown=f"{cost:.3g} ({share:.2f} of ||H~(0)||_F^2 + ||H~(1)||_F^2)")
+    distance = geodesic_distance(feats, pos)
+    v.note("features near the line (Assumption 1)", distance, shown=f"{distance:.3g} (0 on the line)")
+    straight = straightness(feats)
+    v.note("straightness of the trajectories", straight, shown=f"{straight:.3g} (1 for straight lines)")
+    return errors
