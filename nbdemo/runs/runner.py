@@ -118,6 +118,8 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
                     "provenance": prov and {**prov, "cpu": cpu_model(), **lock.provenance()},
                     "verdict": glued(nb, VERDICT_KEY)}
             nb.metadata["nbdemo"] = meta
+            for field in ("input_path", "output_path"):  # paths of this machine (the committed page is public)
+                nb.metadata.get("papermill", {}).pop(field, None)
             atomic_write(nbformat.writes(nb), out)
             failed.unlink(missing_ok=True)
     finally:
