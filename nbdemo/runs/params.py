@@ -180,7 +180,8 @@ RULES = {  # parameter name (or "CLAIM:name", for one claim's) -> (test, what is
     "model": choice(*MODELS_PCB6),
     "norms": each(choice(*NORMS), distinct=True),
     "bias": choice("all", "last", "none"),  # nbdemo.ml.models.MLP's bias (MLI-4's control: "none")
-    "MLI-3:output_bias_degree": integer(0),  # the homogeneous arm's output bias degree (0: the layer's; control: 2)
+    "MLI-3:output_bias_degree": integer(0, 64, "the deepest net of any profile has 10 layers: a "
+                                               "degree beyond 64 tests nothing a lower one does not"),  # the homogeneous arm's output bias degree (0: the layer's; control: 2)
     "window_steps": STEPS,  # TFD-2/4's controls: score steps 0..window_steps, not the run's own first phase (0)
     "norm": choice(*NORMS),  # TFD-2's control: nbdemo.ml.models.MLP's norm ("none" for norm=None)
     "device": (lambda v: isinstance(v, str) and (v in ("auto", "cpu", "mps") or CUDA.fullmatch(v) is not None),
