@@ -1,0 +1,68 @@
+"""The order in which a net learns its classes against the order of its final output biases (paper 003, MLI-6: §4
+Proposition 1, §5 Fig. 8), and one-sided exact tests of how many nets follow it against chance.
+
+Chance: if a net's final bias order had nothing to do with the order in which it learned its k classes, its
+last-learned class would have the largest bias with probability 1/k, and its whole bias order would follow its learning
+order with probability 1/k!. A count of nets is tested against these levels (`chance_tail`), with the power of the
+test at a stated alternative (`power`).
+"""
+import math
+
+import torch
+
+LEVEL = 0.05  # the one-sided level of the tests (ours: the conventional one; the paper states no test)
+
+
+def crossing_times(steps, loss, threshold):
+    """When each curve first reaches `threshold`, linearly interpolated between the last record above it and the first
+    at or below it (the first record's step when it starts there); inf when it never does.
+
+    steps: (T,) recorded steps; loss: (T, ...) curves at those steps. Returns (...) float64. Two curves that cross
+    between the same two records get different times unless they cross at the same point of that interval.
+    """
+    steps = torch.as_tensor(steps, dtype=torch.float64)
+    loss = torch.as_tensor(loss, dtype=torch.float64)
+    below = loss <= threshold
+    j = below.double().argmax(0)  # the first record at or below (argmax returns the first maximal index)
+    i = (j - 1).clamp(min=0)
+    before, after = loss.gather(0, i.unsqueeze(0))[0], loss.gather(0, j.unsqueeze(0))[0]
+    frac = torch.where(j > 0, (before - threshold) / (before - after), 0.0)  # before > threshold >= after there
+    return torch.where(below.any(0), steps[i] + frac * (steps[j] - steps[i]), math.inf)
+
+
+def orders(learned, final_bias):
+    """Per net, from its classes' learning times (N, k) and final output biases (N, k), three (N,) bool tensors:
+    decided (every class learned, no two at the same time), last_largest (the class learned last has the largest
+    bias) and follows (the biases, low to high, are in the order of learning); the last two are False where undecided.
+    """
+    learned = torch.as_tensor(learned, dtype=torch.float64)
+    bias = torch.as_tensor(final_bias, dtype=torch.float64)
+    decided = torch.isfinite(learned).all(1) & (learned.sort(1).values.diff(dim=1) > 0).all(1)
+    last_largest = decided & (learned.argmax(1) == bias.argmax(1))
+    follows = decided & (learned.argsort(1) == bias.argsort(1)).all(1)
+    return decided, last_largest, follows
+
+
+def _pmf(groups):
+    """The distribution of a sum of independent Binomial(n, p), one per (n, p) in groups: a list over 0..sum(n)."""
+    pmf = [1.0]
+    for n, p in groups:
+        b = [math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(n + 1)]
+        pmf = [sum(pmf[i] * b[s - i] for i in range(max(0, s - n), min(s, len(pmf) - 1) + 1))
+               for s in range(len(pmf) + n)]
+    return pmf
+
+
+def chance_tail(count, groups):
+    """The one-sided exact p-value of `count` successes among nets that succeed each at its chance level:
+    P(X >= count) for X the sum of independent Binomial(n, p) over groups [(n, p), ...]."""
+    return min(1.0, sum(_pmf(groups)[max(0, count):]))
+
+
+def power(ns, chance, alternative, level=LEVEL):
+    """The probability that the test `chance_tail(X, zip(ns, chance)) <= level` rejects when each net succeeds with
+    probability `alternative` instead: ns, chance and alternative are one entry per group of nets."""
+    null = _pmf(list(zip(ns, chance)))
+    tails = [sum(null[c:]) for c in range(len(null))] + [0.0]
+    critical = next(c for c, t in enumerate(tails) if t <= level)
+    return sum(_pmf(list(zip(ns, alternative)))[critical:])

@@ -1,0 +1,80 @@
+import itertools
+import math
+
+import pytest
+import torch
+
+from nbdemo.papers.mli.order import LEVEL, chance_tail, crossing_times, orders, power
+
+
+def test_crossing_times_interpolate_between_records():
+    steps = [0, 10, 20, 30]
+    loss = torch.tensor([[1.0, 0.05, 1.0, 1.0],  # (records, classes)
+                         [0.5, 0.04, 0.9, 0.9],
+                         [0.0, 0.03, 0.1, 0.8],
+                         [0.0, 0.02, 0.0, 0.7]])
+    t = crossing_times(steps, loss, 0.25)
+    # class 0 crosses 0.25 halfway from 0.5 (step 10) to 0.0 (step 20); class 1 starts below; class 3 never does
+    assert t[0].item() == pytest.approx(15.0)
+    assert t[1].item() == 0.0
+    assert t[2].item() == pytest.approx(10 + 10 * (0.9 - 0.25) / (0.9 - 0.1))
+    assert t[3].item() == math.inf
+
+
+def test_crossing_times_separate_classes_that_cross_between_the_same_records():
+    steps = torch.tensor([0.0, 10.0])
+    loss = torch.tensor([[[1.0, 1.0]], [[0.0, 0.05]]])  # (records, nets, classes): both reach 0.1 by step 10
+    t = crossing_times(steps, loss, 0.1)
+    assert t.shape == (1, 2)
+    assert t[0, 0].item() == pytest.approx(9.0) and t[0, 1].item() == pytest.approx(10 * 0.9 / 0.95)
+    assert t[0, 0] < t[0, 1]
+
+
+def test_orders():
+    inf = math.inf
+    learned = torch.tensor([[10.0, 20.0, 30.0],   # learned 0, 1, 2; biases in that order: both hold
+                            [10.0, 20.0, 30.0],   # last (2) largest, but 0 above 1: last only
+                            [30.0, 20.0, 10.0],   # last (0) not largest: neither
+                            [10.0, 30.0, 30.0],   # tie for last: undecided
+                            [10.0, inf, 30.0]])   # class 1 never learned: undecided
+    bias = torch.tensor([[-1.0, 0.0, 1.0],
+                         [0.0, -1.0, 1.0],
+                         [-1.0, 0.0, 1.0],
+                         [-1.0, 0.0, 1.0],
+                         [-1.0, 0.0, 1.0]])
+    decided, last, follows = orders(learned, bias)
+    assert decided.tolist() == [True, True, True, False, False]
+    assert last.tolist() == [True, True, False, False, False]
+    assert follows.tolist() == [True, False, False, False, False]
+
+
+def _brute_tail(count, groups):
+    """P(sum >= count) by enumerating every outcome of every net."""
+    nets = [p for n, p in groups for _ in range(n)]
+    total = 0.0
+    for outcome in itertools.product((0, 1), repeat=len(nets)):
+        if sum(outcome) >= count:
+            total += math.prod(p if o else 1 - p for o, p in zip(outcome, nets))
+    return total
+
+
+def test_chance_tail_is_the_exact_binomial_tail():
+    assert chance_tail(2, [(3, 0.5)]) == pytest.approx(0.5)
+    assert chance_tail(0, [(5, 1 / 6)]) == 1.0
+    assert chance_tail(6, [(5, 0.5)]) == 0.0
+    assert chance_tail(3, [(3, 1 / 6)]) == pytest.approx(1 / 216)
+    for count in range(0, 9):
+        groups = [(4, 1 / 2), (4, 1 / 3)]
+        assert chance_tail(count, groups) == pytest.approx(_brute_tail(count, groups))
+
+
+def test_power():
+    # at the chance level itself the test rejects at most LEVEL of the time; at certainty, always (20 nets suffice)
+    assert power([20], [1 / 6], [1 / 6]) <= LEVEL
+    assert power([20, 20], [1 / 2, 1 / 3], [1 / 2, 1 / 3]) <= LEVEL
+    assert power([20], [1 / 6], [1.0]) == pytest.approx(1.0)
+    # 20 nets at chance 1/6: the test rejects from 7 successes on (P(X >= 7) = 0.037, P(X >= 6) = 0.10)
+    assert chance_tail(7, [(20, 1 / 6)]) <= LEVEL < chance_tail(6, [(20, 1 / 6)])
+    assert power([20], [1 / 6], [0.5]) == pytest.approx(chance_tail(7, [(20, 0.5)]))
+    # too few nets: even 3 of 3 at chance 1/2 has p = 1/8 > 5%, so nothing can reject
+    assert power([3], [1 / 2], [1.0]) == 0.0
