@@ -28,6 +28,12 @@ def milestone_steps(steps, fractions):
     return [round(f * steps) for f in fractions]
 
 
+def first_epoch_step(n, batch_size):
+    """The step that `train_recorded` records as the end of the first epoch on `n` samples in batches of
+    `batch_size`: n // batch_size, at least 1."""
+    return max(1, n // batch_size)
+
+
 @contextmanager
 def one_cpu_thread():
     """torch on one CPU thread inside the block (the thread count restored after it). The nets of the default profiles
@@ -55,7 +61,7 @@ def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_ever
 
     Returns (History, the final `block_features`, training accuracy).
     """
-    first_epoch = max(1, len(X) // batch_size)
+    first_epoch = first_epoch_step(len(X), batch_size)
     every = record_every or max(1, steps // 50)
     record_at = [first_epoch, *range(0, steps + 1, every)]
     last = {}

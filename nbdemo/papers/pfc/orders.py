@@ -7,6 +7,7 @@ verdict. The effective depth and the regime's requirements are in `nbdemo.papers
 import numpy as np
 
 from nbdemo.claims.verdict import paper
+from nbdemo.papers.pfc.experiment import first_epoch_step
 from nbdemo.papers.pfc.regime import (EPS_NAME, EPS_VARIANTS, ncc_correct, scored_depth,
                                       terminal_phase_verdict)
 
@@ -63,34 +64,47 @@ def pairs_in_order(metrics, n, L0):
     return sum(int(np.sum(holds_each(changes[name][:L0], op))) for name, _, op, _ in ORDERS)
 
 
-def order_trend(hist, n, L0):
+def order_trend(hist, n, L0, first_epoch=0):
     """How Conjecture 1's order emerges over training: Spearman's rank correlation between the step and the number
     of (metric, block) pairs of blocks 1..L0 in order (`pairs_in_order`), over the records of `train_recorded` after
-    step 0 (the initialisation is left out, so that a run whose order is there from its first steps on shows no
-    trend). 0 when the count is the same at every one of them (no trend). Returns (rho, the counts)."""
+    step `first_epoch` (the records up to the end of the first epoch, where the features are still about the initial
+    ones, are left out, so that a run whose order is there from its first later record on shows no trend). 0 when
+    the count is the same at every one of them (no trend). Returns (rho, the counts at every record)."""
     from scipy.stats import spearmanr
 
     steps = np.asarray(hist.steps)
     counts = np.array([pairs_in_order({name: hist[name][i] for name in ("PFC1", "PFC2", "PFC3")}, n, L0)
                        for i in range(len(steps))])
-    later = steps > 0
+    later = steps > first_epoch
     if len(set(counts[later])) < 2:
         return 0.0, counts
     return float(spearmanr(steps[later], counts[later]).statistic), counts
 
 
-def check_order_trend(v, hist, n):
+def settled_step(steps, counts):
+    """The first recorded step from which the count of pairs in order stays at its final value to the end."""
+    changed = np.flatnonzero(np.asarray(counts) != counts[-1])
+    return steps[changed[-1] + 1] if len(changed) else steps[0]
+
+
+def check_order_trend(v, hist, n, batch_size):
     """Conjecture 1's "gradually converge to the final order" (§III-A, Fig. 2) as a check of Verdict `v`: the rank
-    correlation `order_trend` over the records of `train_recorded` (on `n` samples), on the blocks before the
-    effective depth of the last record (`scored_depth`), must be > 0."""
+    correlation `order_trend` over the records of `train_recorded` (on `n` samples, in batches of `batch_size`)
+    after the end of the first epoch (`first_epoch_step`), on the blocks before the effective depth of the last
+    record (`scored_depth`), must be > 0. A note gives the step from which the count stays at its final value
+    (`settled_step`)."""
     correct = ncc_correct({"PFC3": hist["PFC3"][-1]}, n)
     L0 = scored_depth(correct, n)
-    rho, counts = order_trend(hist, n, L0)
+    first = first_epoch_step(n, batch_size)
+    rho, counts = order_trend(hist, n, L0, first)
     v.check("order emerges gradually: rank correlation of step and pairs in order", rho, ">", 0,
             expected="> 0 (more (metric, block) pairs before L0 in order as training goes on)",
-            shown=f"{rho:.2f} ({counts[0]} at step 0, {counts[-1]} of {3 * L0} at the end)",
+            shown=f"{rho:.2f} ({counts[0]} at step 0, {counts[-1]} of {3 * L0} at the end; records after step {first})",
             source=paper("Conjecture 1 ('gradually converge to the final order'), Fig. 2", 196),
-            inner={EPS_NAME: [order_trend(hist, n, scored_depth(correct, n, eps))[0] for eps in EPS_VARIANTS]})
+            inner={EPS_NAME: [order_trend(hist, n, scored_depth(correct, n, eps), first)[0] for eps in EPS_VARIANTS]})
+    settled = settled_step(hist.steps, counts)
+    v.note("step from which the pairs in order stay at their final count", settled,
+           shown=f"step {settled} of {hist.steps[-1]} ({counts[-1]} of {3 * L0} pairs in order)")
 
 
 def depth_order_verdict(claim, hist, metrics, n):
