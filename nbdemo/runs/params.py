@@ -179,7 +179,8 @@ RULES = {  # parameter name (or "CLAIM:name", for one claim's) -> (test, what is
     "loss": choice(*LOSSES),
     "model": choice(*MODELS_PCB6),
     "norms": each(choice(*NORMS), distinct=True),
-    "bias": choice("all", "last", "none"),  # nbdemo.ml.models.MLP's bias (MLI-4's control: "none")
+    "bias": choice("all", "last", "none"),  # nbdemo.ml.models.MLP's bias
+    "scheme": choice("normal", "homogeneous"),  # MLI-4/5: the interpolation (metrics.interpolate); their controls' "homogeneous"
     "MLI-3:output_bias_degree": integer(0, 64, "the deepest net of any profile has 10 layers: a "
                                                "degree beyond 64 tests nothing a lower one does not"),  # the homogeneous arm's output bias degree (0: the layer's; control: 2)
     "window_steps": STEPS,  # TFD-2/4's controls: score steps 0..window_steps, not the run's own first phase (0)
