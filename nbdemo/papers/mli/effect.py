@@ -1,14 +1,14 @@
-"""An effect-size check for the sweeps of paper 003 (MLI-5): the plateau at the sweep's last setting longer than at its
-first by more than the plateau metric resolves.
+"""The verdict of the sweeps of paper 003 (MLI-4, MLI-5), with an effect-size check: the plateau at the sweep's last
+setting longer than at its first by more than the plateau metric resolves.
 
 `nbdemo.papers.mli.experiment.check_trend` asks for an order along the sweep (a rank test over all nets), which a
-trend of a grid point or two already passes; the paper's figures show longer plateaus (§5, Fig. 7). So the difference of
-the mean plateau lengths between the sweep's two ends must be at least `grid_steps` α grid steps: with the default 3, the
-plateau's own hold (fewer than 3 low grid points never end a plateau), below which a difference is within what one dip
-of a curve moves.
+trend of a grid point or two already passes; the paper's figures show longer plateaus (§5, Figs. 6 and 7). So the
+difference of the mean plateau lengths between the sweep's two ends must be at least `grid_steps` α grid steps: with
+the default 3, the plateau's own hold (fewer than 3 low grid points never end a plateau), below which a difference is
+within what one dip of a curve moves.
 """
-from nbdemo.claims.verdict import ours
-from nbdemo.papers.mli.experiment import PLATEAU, inner, plateaus
+from nbdemo.claims.verdict import Verdict, ours
+from nbdemo.papers.mli.experiment import PLATEAU, check_trend, inner, plateaus, require_trained
 
 
 def end_difference(summary, names, kind):
@@ -30,3 +30,16 @@ def check_longer(v, runs, k, kind, *, where, grid_steps=PLATEAU["hold"]):
                         f"of a curve moves; the paper ({where}) shows longer plateaus and gives no number"),
             shown=f"{d:.3f} (≥ {at_least:.3f})", inner=inner(runs, k, lambda s: end_difference(s, names, kind), kind))
     return d
+
+
+def sweep_verdict(claim, runs, hists, k, *, where):
+    """The verdict of a sweep (MLI-4, MLI-5): every net trained and fits (`require_trained`); the error plateau longer
+    along the sweep (`check_trend`) and longer at its end than at its start by at least the plateau's hold
+    (`check_longer`); the loss plateau longer along the sweep. where: the paper's place that states the trend."""
+    v = Verdict(claim)
+    require_trained(v, runs, hists)
+    check_trend(v, runs, k, "error", where=where)
+    check_longer(v, runs, k, "error", where=where)
+    check_trend(v, runs, k, "loss", where=where)
+    v.report()
+    return v

@@ -43,3 +43,14 @@ def test_a_diverged_net_gives_a_failed_check_not_a_traceback():
     v = Verdict("MLI-5")
     check_longer(v, {"FCN4": [curve(2)], "FCN10": [nan]}, 10, "error", where="§5")
     assert v.rows[0]["ok"] is False
+
+
+def test_a_sweeps_verdict_has_both_trends_and_the_effect_size():
+    from nbdemo.ml.train import History
+    from nbdemo.papers.mli.effect import sweep_verdict
+    runs = {"FCN4": [curve(p) for p in (2, 3, 2)], "FCN10": [curve(p) for p in (12, 14, 13)]}
+    hists = {name: History(loss=None) for name in runs}
+    v = sweep_verdict("MLI-5", runs, hists, 10, where="§5, Fig. 7")
+    checks = [r["name"] for r in v.rows if r["kind"] == "check"]
+    assert [c.split(" plateau")[0] for c in checks] == ["error", "error", "loss"]
+    assert "by at least 3 grid steps" in checks[1] and v.outcome == "REPRODUCED"
