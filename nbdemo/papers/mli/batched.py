@@ -5,9 +5,15 @@ loop, and each setting's nets are interpolated with all their α at once.
 chunk by chunk of α. On a 2-core CPU the time of these small nets goes largely into the fixed cost of each
 operation, which it pays once per setting at every step and once per net and α chunk. Here the nets are the same (each
 setting's inits drawn after `torch.manual_seed(seed)`, member i's batches from seed + i in every setting) and so is
-their SGD (`nbdemo.ml.train.fit`): the first layers of all settings read one gathered batch, and every deeper layer
-is one batched matrix product over the nets that have it, so nets of different depths (MLI-5's FCN4…FCN10) train
-together when the settings come in order of depth.
+their SGD (`nbdemo.ml.train.fit`), up to rounding: every layer is one batched matrix product over the nets that have
+it, so nets of different depths (MLI-5's FCN4…FCN10) train together when the settings come in order of depth.
+
+With fewer training images P than inputs (the default profiles: 500 images of 784 pixels), the first layer, the
+largest, trains in the span of the images. Its weight gradient X_bᵀ δ lies in that span, and so does every SGD step
+with momentum, so W(t) = W(0) + Xᵀ C(t) for coefficients C on the images (C(0) = 0), and X_b W(t) = X_b W(0) +
+G_b C(t) with G = X Xᵀ. SGD on C, given the gradient step δ scattered to the batch's rows (`_ImageSpan`), is SGD on
+W step for step in exact arithmetic; a step then costs one product with the batch's rows of G (P columns) instead of
+two with X.
 """
 import numpy as np
 import torch
@@ -32,6 +38,25 @@ def _stack(models, i):
     return W, b
 
 
+class _ImageSpan(torch.autograd.Function):
+    """G_b C: the first layer's pre-activation X_b (W(t) − W(0)), with G_b = X_b Xᵀ the batch's rows of the images'
+    Gram matrix and W(t) − W(0) = Xᵀ C. The backward hands C the weight gradient X_bᵀ δ in the images' coordinates
+    (δ, the gradient of the pre-activation, scattered to the batch's rows idx), not dL/dC = G_bᵀ δ: SGD on C is then
+    SGD on W."""
+
+    @staticmethod
+    def forward(ctx, C, Gb, idx):
+        ctx.save_for_backward(idx)
+        ctx.images = C.shape[1]
+        return torch.bmm(Gb, C)
+
+    @staticmethod
+    def backward(ctx, delta):
+        idx, = ctx.saved_tensors
+        grad = delta.new_zeros(delta.shape[0], ctx.images, delta.shape[2])
+        return grad.scatter_add_(1, idx.unsqueeze(-1).expand_as(delta), delta), None, None
+
+
 def _group_history(hist, cols):
     """The History of the members `cols` of an ensemble's History (their loss columns, their first divergence)."""
     loss = hist.loss[:, cols]
@@ -39,14 +64,18 @@ def _group_history(hist, cols):
     return History(list(hist.steps), loss, {}, int(bad[0]) + 1 if len(bad) else None, hist.wall_s)
 
 
-def train_sweep(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=0, progress=False):
+def train_sweep(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=0, progress=False, threads=1):
     """Train the ReLU MLPs (`nbdemo.ml.models.MLP`, no norms) of several settings as one ensemble, each net as
     `nbdemo.papers.mli.experiment.train_mlps` trains it within its own setting.
 
     groups: one list of nets per setting, the same number n in each, one depth within a setting, settings in order
     of depth; every net has the same input, width and output. Member i of every setting draws its batches from
     seed + i. Returns (states, histories), one per setting: states[s] maps the parameter names to stacked (n, ...)
-    tensors (as `train_mlps` returns them), histories[s] is the setting's History.
+    tensors (as `train_mlps` returns them), histories[s] is the setting's History. The first layer trains in the
+    span of the rows of X (see the module's docstring): the same SGD as `train_mlps`, up to rounding.
+    threads: torch's intra-op threads for the SGD loop on the CPU (restored after; None leaves them): one by default,
+    because for nets this small waking a second thread for each of the ~200 small operations of a step costs more
+    than it saves (MLI-4's 36 nets: 27 against 33 ms a step on the project's 2-core CPU).
     """
     nets = [m for g in groups for m in g]
     n, S, N = len(groups[0]), len(groups), len(nets)
@@ -57,7 +86,26 @@ def train_sweep(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=
     if min(depths) < 2 or not all(isinstance(m.act, nn.ReLU) and all(isinstance(x, nn.Identity) for x in m.norms)
                                   for m in nets):
         raise ValueError("train_sweep trains ReLU MLPs of at least two layers without normalisation only")
-    first = [_stack(g, 0) for g in groups]
+    # the first layer of every net, the settings side by side along its outputs: (n, ., S·width)
+    W0, b0 = _stack(nets, 0)
+    width = W0.shape[2]
+
+    def side_by_side(t):  # (N, ., width), setting by setting -> (n, ., S·width)
+        return t.detach().view(S, n, -1, width).permute(1, 2, 0, 3).reshape(n, -1, S * width)
+
+    W0, b0 = side_by_side(W0), None if b0 is None else side_by_side(b0).requires_grad_()
+    span = len(X) < X.shape[1]  # fewer images than inputs: W(t) = W(0) + Xᵀ C(t), C trained
+    if span:
+        C = torch.zeros(n, len(X), S * width, device=X.device, requires_grad=True)
+        gram, Z0 = X @ X.T, X @ W0  # (P, P), and the pre-activations at W(0) of all images, (n, P, S·width)
+        offsets = torch.arange(n, device=X.device).unsqueeze(1) * len(X)  # member i's rows of Z0.flatten(0, 1)
+    else:
+        C = W0.clone().requires_grad_()
+
+    def first(idx):  # the first layer's pre-activation without its bias, (n, batch, S·width)
+        if not span:
+            return torch.bmm(X[idx], C)
+        return _ImageSpan.apply(C, gram[idx], idx) + Z0.flatten(0, 1)[(idx + offsets).flatten()].view(n, -1, S * width)
     # hidden layer j (1-based) exists in the nets of depth >= j + 2: a suffix of `nets`, from `start` on
     hidden = []
     for j in range(1, depths[-1] - 1):
@@ -66,13 +114,17 @@ def train_sweep(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=
     last_W, last_b = _stack(nets, -1)
 
     def step_loss(idx):  # idx: (n, batch) indices, row i for member i of every setting; or the full batch
-        xb, t = X[idx], y[idx]
-        if xb.dim() == 2:
-            xb, t = xb.expand(n, -1, -1), t.expand(n, -1)
-        h = torch.cat([_layer(xb, W, b) for W, b in first]).relu()
+        if not torch.is_tensor(idx):
+            idx = torch.arange(len(X), device=X.device).expand(n, -1)
+        t, z = y[idx], first(idx)
+        z = z if b0 is None else z + b0
+        h = z.view(n, -1, S, width).permute(2, 0, 1, 3).reshape(N, -1, width).relu()  # nets in setting order
         for start, W, b in hidden:
-            deeper = _layer(h[start:], W, b).relu()
-            h = deeper if start == 0 else torch.cat([h[:start], deeper])
+            if start == 0:
+                h = _layer(h, W, b).relu_()
+            else:  # split, not slices: its backward joins the two gradients instead of padding each with zeros
+                shallow, deep = h.split([start, N - start])
+                h = torch.cat([shallow, _layer(deep, W, b).relu_()])
         out = _layer(h, last_W, last_b)
         return F.cross_entropy(out.flatten(0, 1), t.repeat(S, 1).flatten(), reduction="none").view(N, -1).mean(1)
 
@@ -80,18 +132,27 @@ def train_sweep(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=
         orders = batches(len(X), batch_size, steps, seed, X.device)
     else:
         orders = map(torch.stack, zip(*(batches(len(X), batch_size, steps, seed + i, X.device) for i in range(n))))
-    layers = first + [(W, b) for _, W, b in hidden] + [(last_W, last_b)]
+    layers = [(C, b0)] + [(W, b) for _, W, b in hidden] + [(last_W, last_b)]
     params = [W for W, _ in layers] + [b for _, b in layers if b is not None]
-    hist = fit(params, step_loss, orders, steps=steps, lr=lr, momentum=momentum, weight_decay=0.0, lr_milestones=(),
-               record=None, record_at=None, progress=progress, shape=(N,))
+    before = torch.get_num_threads()
+    if threads and X.device.type == "cpu":
+        torch.set_num_threads(threads)
+    try:
+        hist = fit(params, step_loss, orders, steps=steps, lr=lr, momentum=momentum, weight_decay=0.0,
+                   lr_milestones=(), record=None, record_at=None, progress=progress, shape=(N,))
+    finally:
+        torch.set_num_threads(before)
 
     def part(s, W, b, lo=0):  # the nets of setting s in a stack that starts at net `lo`
         rows = slice(s * n - lo, (s + 1) * n - lo)
         return W[rows], None if b is None else b[rows]
 
+    W_T = (W0 + X.T @ C.detach() if span else C.detach()).split(width, 2)
+    b_T = [None] * S if b0 is None else b0.detach().split(width, 2)
     states = []
     for s in range(S):
-        own = [first[s]] + [part(s, W, b, lo) for lo, W, b in hidden[:depths[s * n] - 2]] + [part(s, last_W, last_b)]
+        own = [(W_T[s], b_T[s])] + [part(s, W, b, lo) for lo, W, b in hidden[:depths[s * n] - 2]] \
+            + [part(s, last_W, last_b)]
         state = {f"linears.{i}.weight": W.detach().transpose(1, 2) for i, (W, _) in enumerate(own)}
         state.update({f"linears.{i}.bias": b.detach().squeeze(1) for i, (_, b) in enumerate(own) if b is not None})
         states.append(state)

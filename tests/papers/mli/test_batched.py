@@ -14,27 +14,28 @@ def data(n=60, d=8, k=3):
     return torch.randn(n, d), torch.randint(0, k, (n,))
 
 
-def nets(depth, bias, seed, n=3):
+def nets(depth, bias, seed, n=3, d=8):
     torch.manual_seed(seed)
-    return [MLP(8, 6, depth, 3, bias=bias, init="kaiming", out_scale=0.5) for _ in range(n)]
+    return [MLP(d, 6, depth, 3, bias=bias, init="kaiming", out_scale=0.5) for _ in range(n)]
 
 
 @pytest.mark.parametrize("bias", ["all", "last", "none"])
-def test_a_sweep_trains_each_net_as_train_mlps_does_within_its_setting(bias):
-    X, y = data()
+@pytest.mark.parametrize("d", [8, 80])  # more images than inputs; fewer (the first layer in the images' span)
+def test_a_sweep_trains_each_net_as_train_mlps_does_within_its_setting(bias, d):
+    X, y = data(d=d)
     depths = (2, 3, 3, 5)  # settings in order of depth, two of one depth
     kw = dict(steps=10, lr=0.1, momentum=0.9, batch_size=20, seed=4)
-    states, hists = train_sweep([nets(d, bias, 1) for d in depths], X, y, **kw)
-    for d, state, hist in zip(depths, states, hists):
-        ref, ref_hist = train_mlps(nets(d, bias, 1), X, y, **kw)
+    states, hists = train_sweep([nets(depth, bias, 1, d=d) for depth in depths], X, y, **kw)
+    for depth, state, hist in zip(depths, states, hists):
+        ref, ref_hist = train_mlps(nets(depth, bias, 1, d=d), X, y, **kw)
         assert set(state) == set(ref)
         for name in ref:
             assert state[name].shape == ref[name].shape
-            assert torch.allclose(state[name], ref[name], atol=1e-6), (bias, d, name)
+            assert torch.allclose(state[name], ref[name], atol=1e-5), (bias, depth, name)
         assert hist.loss == pytest.approx(ref_hist.loss, abs=1e-6) and hist.diverged_at is None
-    full, _ = train_sweep([nets(2, bias, 1), nets(3, bias, 1)], X, y, steps=3, lr=0.1)  # full batch
-    assert torch.allclose(full[1]["linears.0.weight"], train_mlps(nets(3, bias, 1), X, y, steps=3, lr=0.1)[0]
-                          ["linears.0.weight"], atol=1e-6)
+    full, _ = train_sweep([nets(2, bias, 1, d=d), nets(3, bias, 1, d=d)], X, y, steps=3, lr=0.1)  # full batch
+    assert torch.allclose(full[1]["linears.0.weight"], train_mlps(nets(3, bias, 1, d=d), X, y, steps=3, lr=0.1)[0]
+                          ["linears.0.weight"], atol=1e-5)
 
 
 def test_settings_out_of_order_or_uneven_are_refused():
@@ -76,3 +77,12 @@ def test_sweep_experiment_gives_fcn_experiments_runs():
             assert torch.equal(c["error"], r["error"]) and torch.allclose(c["loss"], r["loss"], rtol=1e-5)
             assert c["delta_max"] == pytest.approx(r["delta_max"], abs=1e-6)
         assert hists[name].loss == pytest.approx(ref_hists[name].loss, abs=1e-6)
+
+
+def test_the_loop_runs_on_the_threads_asked_and_restores_torchs():
+    X, y = data()
+    before = torch.get_num_threads()
+    one, _ = train_sweep([nets(3, "all", 0)], X, y, steps=3, lr=0.1, batch_size=20)
+    assert torch.get_num_threads() == before
+    kept, _ = train_sweep([nets(3, "all", 0)], X, y, steps=3, lr=0.1, batch_size=20, threads=None)
+    assert all(torch.allclose(one[0][k], kept[0][k], atol=1e-6) for k in one[0])
