@@ -32,12 +32,14 @@ def crossing_times(steps, loss, threshold):
 
 def orders(learned, final_bias):
     """Per net, from its classes' learning times (N, k) and final output biases (N, k), three (N,) bool tensors:
-    decided (every class learned, no two at the same time), last_largest (the class learned last has the largest
-    bias) and follows (the biases, low to high, are in the order of learning); the last two are False where undecided.
+    decided (every class learned, no two at the same time, and finite final biases: a net whose training diverged has
+    no bias order), last_largest (the class learned last has the largest bias) and follows (the biases, low to high,
+    are in the order of learning); the last two are False where undecided.
     """
     learned = torch.as_tensor(learned, dtype=torch.float64)
     bias = torch.as_tensor(final_bias, dtype=torch.float64)
-    decided = torch.isfinite(learned).all(1) & (learned.sort(1).values.diff(dim=1) > 0).all(1)
+    decided = (torch.isfinite(learned).all(1) & (learned.sort(1).values.diff(dim=1) > 0).all(1)
+               & torch.isfinite(bias).all(1))
     last_largest = decided & (learned.argmax(1) == bias.argmax(1))
     follows = decided & (learned.argsort(1) == bias.argsort(1)).all(1)
     return decided, last_largest, follows

@@ -36,16 +36,19 @@ def test_orders():
                             [10.0, 20.0, 30.0],   # last (2) largest, but 0 above 1: last only
                             [30.0, 20.0, 10.0],   # last (0) not largest: neither
                             [10.0, 30.0, 30.0],   # tie for last: undecided
-                            [10.0, inf, 30.0]])   # class 1 never learned: undecided
+                            [10.0, inf, 30.0],    # class 1 never learned: undecided
+                            [10.0, 20.0, 30.0]])  # learned, then diverged (NaN biases): undecided
+    nan = math.nan
     bias = torch.tensor([[-1.0, 0.0, 1.0],
                          [0.0, -1.0, 1.0],
                          [-1.0, 0.0, 1.0],
                          [-1.0, 0.0, 1.0],
-                         [-1.0, 0.0, 1.0]])
+                         [-1.0, 0.0, 1.0],
+                         [nan, nan, nan]])
     decided, last, follows = orders(learned, bias)
-    assert decided.tolist() == [True, True, True, False, False]
-    assert last.tolist() == [True, True, False, False, False]
-    assert follows.tolist() == [True, False, False, False, False]
+    assert decided.tolist() == [True, True, True, False, False, False]
+    assert last.tolist() == [True, True, False, False, False, False]
+    assert follows.tolist() == [True, False, False, False, False, False]
 
 
 def _brute_tail(count, groups):
