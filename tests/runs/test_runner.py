@@ -65,7 +65,7 @@ def test_every_notebook_states_requirements_and_checks_and_reports_once():
     for claim in WITH_NOTEBOOK:
         nb = nbformat.read(claim.notebook, as_version=4)
         cells = [c.source for c in nb.cells if "nbval-check-output" in c.metadata.get("tags", [])]
-        reports = cells[0].count("v.report()") + cells[0].count("trend_verdict(")  # mli.trend_verdict reports itself
+        reports = sum(cells[0].count(r) for r in ("v.report()", "sweep_verdict("))  # mli effect.sweep_verdict reports itself
         assert len(cells) == 1 and reports == 1 and "check_finite" not in cells[0], claim
         kinds = {r["kind"] for r in nb.metadata["nbdemo"]["verdict"]["rows"]}  # as the committed run recorded them
         assert {"requirement", "check"} - NO_CHECK.get(claim.id, set()) <= kinds, claim
