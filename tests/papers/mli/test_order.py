@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from nbdemo.papers.mli.order import LEVEL, chance_tail, crossing_times, orders, power
+from nbdemo.papers.mli.order import LAST_SHARE, LEVEL, ORDER_SHARE, chance_tail, crossing_times, orders, power, share
 
 
 def test_crossing_times_interpolate_between_records():
@@ -49,6 +49,22 @@ def test_orders():
     assert decided.tolist() == [True, True, True, False, False, False]
     assert last.tolist() == [True, True, False, False, False, False]
     assert follows.tolist() == [True, False, False, False, False, False]
+    # the checks' shares count decided nets only: 2 of 3 for the last-learned class, 1 of 3 for the whole order
+    assert share(last, decided) == pytest.approx(2 / 3) and share(follows, decided) == pytest.approx(1 / 3)
+
+
+def test_share_pools_subsets_and_is_nan_without_a_decided_net():
+    last = torch.tensor([True, True, False, False]), torch.tensor([True, False, False])
+    decided = torch.tensor([True, True, True, False]), torch.tensor([True, True, False])
+    assert share(torch.cat(last), torch.cat(decided)) == pytest.approx(3 / 5)
+    assert math.isnan(share(torch.zeros(3, dtype=torch.bool), torch.zeros(3, dtype=torch.bool)))
+
+
+def test_the_thresholds_are_the_recorded_alternative():
+    # results/revisions/MLI-6.yml (setting, 2026-11-26): power 0.995 and 0.942 at 0.75 and 0.5 with 20 + 20 nets
+    assert (LAST_SHARE, ORDER_SHARE) == (0.75, 0.5)
+    assert power([20, 20], [1 / 2, 1 / 3], [LAST_SHARE] * 2) == pytest.approx(0.995, abs=5e-4)
+    assert power([20], [1 / 6], [ORDER_SHARE]) == pytest.approx(0.942, abs=5e-4)
 
 
 def _brute_tail(count, groups):
