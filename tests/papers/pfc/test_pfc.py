@@ -466,7 +466,7 @@ def test_transport_cost_is_the_identity_below_theorem1():
     assert share == pytest.approx(cost / norms) and prediction.transport_cost(H0, H0, y) == (0.0, 0.0)
 
 
-def test_geodesic_rows_check_the_line_and_the_tolerance_and_note_the_null():
+def test_geodesic_rows_check_theorem1_assumption_and_the_line_and_note_the_fit_to_the_curve():
     from nbdemo.claims.verdict import Verdict
 
     H0, y = noisy_classes()
@@ -482,17 +482,53 @@ def test_geodesic_rows_check_the_line_and_the_tolerance_and_note_the_null():
     etf, _ = simplex_etf(K=4, D=12, n=30)  # the end point: a simplex ETF with a little of the input's variability,
     # the input that ETF distorted by it (a small transport cost, Theorem 2's premise)
     line = on_the_line(etf + H0.double(), etf + 0.05 * H0.double(), [0, 0.1, 0.3, 0.6, 0.85, 1])
-    rows = verdict(line)  # the layers on the geodesic: the metrics fall along it and the layers lie on it
+    rows = verdict(line)  # the layers on the geodesic: the assumption holds and the metrics fall along the line
     checks = {k: r["ok"] for k, r in rows.items() if r["kind"] == "check"}
-    assert len(checks) == 4 and all(checks.values())
-    assert rows["Theorem 1 assumption"]["ok"] and rows["PFC1 decreases along the line (Theorem 1)"]["kind"] == "check"
+    assert set(checks) == {"Theorem 1 assumption", "PFC1 decreases along the line (Theorem 1)",
+                           "PFC2 decreases along the line (Theorem 2)"} and all(checks.values())
+    assert rows["Theorem 1 assumption"]["source"]["from"] == "paper"
+    assert not any(r["kind"] == "requirement" for r in rows.values())
+    fit = "PFC2: layers' largest deviation from the curve / endpoint range (no measure in the paper)"
+    assert rows[fit]["kind"] == "note" and rows[fit]["value"] < 1e-3  # up to the curve's interpolation
     assert rows["PFC2: the same deviation for the linear-in-position null"]["kind"] == "note"
     assert rows["features near the line (Assumption 1)"]["value"] == pytest.approx(0, abs=1e-9)
-    # the same ends, but every inner layer already at the last layer's values: far off the curve, the tolerance
-    # checks fail (the line checks, computed from the two ends alone, still hold)
+    # the same ends, but every inner layer already at the last layer's values: far off the curve, which the notes
+    # report; the checks, computed from the two ends alone, still hold
     ends = pfc.layer_metrics(line, y)
     jump = {name: np.r_[ends[name][0], np.full(len(line) - 1, ends[name][-1])] for name in ("PFC1", "PFC2")}
     rows = verdict(line, {**ends, **jump})
-    assert not rows["PFC1 (log10): layers within 0.25 of the endpoint range of the curve"]["ok"]
-    assert not rows["PFC2: layers within 0.25 of the endpoint range of the curve"]["ok"]
-    assert rows["PFC1 decreases along the line (Theorem 1)"]["ok"]
+    assert rows[fit]["value"] > 0.5 and rows[fit]["ok"] is None
+    assert rows["PFC1 (log10): layers' largest deviation from the curve / endpoint range (no measure in the paper)"][
+        "value"] > 0.5
+    assert all(r["ok"] for r in rows.values() if r["kind"] == "check")
+    # an end point whose centred class means point against the input's: Theorem 1's assumption fails, a check
+    rows = verdict(on_the_line(etf + H0.double(), -etf + 0.05 * H0.double(), [0, 0.2, 1]))
+    assert rows["Theorem 1 assumption"]["value"] < 0 and rows["Theorem 1 assumption"]["ok"] is False
+
+
+def test_pfc4_scores_the_flattened_maps_and_notes_the_channel_means():
+    from nbdemo.papers.pfc import maps
+
+    X, y = noisy_classes(K=3, D=8, n=20)
+    X = X.reshape(60, 2, 2, 2).repeat_interleave(4, 2).repeat_interleave(4, 3)  # (60, 2, 8, 8) images
+    torch.manual_seed(0)
+    model = resnets.ConvResNet((2, 8, 8), [(4, 2), (2, 2)], 3, 4)
+    hist, feats, acc = models.train_recorded(model, X, y, steps=20, lr_milestones=[0.8, 0.9], batch_size=16,
+                                             lr=0.05, momentum=0.9, progress=False)
+    flat, means = pfc.layer_metrics(feats, y), pfc.layer_metrics(model.classifier_features(feats), y)
+    v = maps.maps_verdict(hist, flat, means, len(y))
+    rows = {r["name"]: r for r in v.rows}
+    on_means = orders.depth_order_verdict("PFC-4", hist, means, len(y)).rows  # as recorded: the channel means
+    on_maps = [r for r in v.rows if not r["name"].startswith(maps.MEANS)]
+    assert [(r["kind"], r["name"]) for r in on_maps] == [(r["kind"], r["name"]) for r in on_means]
+    ratio = rows["last layer collapsed (Fig. 4): PFC1 of the last layer / of layer 0"]
+    assert ratio["kind"] == "requirement"
+    assert ratio["value"] == pytest.approx(flat["PFC1"][-1] / flat["PFC1"][0], rel=1e-5)  # the maps decide
+    for r in on_means:
+        if r["name"] in maps.TRAINING_ROWS:  # the same on any features: scored once
+            assert rows[r["name"]]["value"] == r["value"] and maps.MEANS + r["name"] not in rows
+        else:
+            note = rows[maps.MEANS + r["name"]]
+            assert note["kind"] == "note" and note["value"] == r["value"] and note["measured"] == r["measured"]
+    assert [r["name"] for r in maps.maps_verdict(hist, flat, None, len(y)).rows] == [r["name"] for r in on_maps]
+
