@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from nbdemo.claims.verdict import Verdict
-from nbdemo.papers.mli.effect import check_longer
+from nbdemo.papers.mli.effect import check_longer, check_never_shorter
 
 
 def curve(plateau_points, n=50, k=10):
@@ -45,12 +45,73 @@ def test_a_diverged_net_gives_a_failed_check_not_a_traceback():
     assert v.rows[0]["ok"] is False
 
 
-def test_a_sweeps_verdict_has_both_trends_and_the_effect_size():
+def never_shorter(*settings):
+    v = Verdict("MLI-5")
+    runs = {f"FCN{2 * i + 4}": [curve(p) for p in points] for i, points in enumerate(settings)}
+    return v, check_never_shorter(v, runs, 10, "error", where="§5, Fig. 7")
+
+
+def test_a_reversal_of_one_grid_step_passes_and_of_two_fails():
+    v, d = never_shorter([3, 3], [2, 2], [10, 10])  # means 2/49 -> 1/49 -> 9/49: one step back
+    assert d == pytest.approx(-1 / 49) and v.rows[0]["ok"]
+    v, d = never_shorter([4, 4], [2, 2], [10, 10])  # two steps back, though the ends are far apart
+    assert d == pytest.approx(-2 / 49) and not v.rows[0]["ok"]
+    row = v.rows[0]
+    assert row["kind"] == "check" and row["source"]["from"] == "ours" and "grid's resolution" in row["source"]["why"]
+    assert "means 0.06 → 0.02 → 0.18" in row["measured"] and any("hold" in name for name in row["inner"])
+
+
+def test_a_reversal_of_exactly_one_step_on_the_notebooks_float32_grid_passes_and_three_steps_are_three():
+    """The notebooks' α grid is float32, whose points are not exact multiples of 1/(n - 1): lengths are whole steps."""
+    def curve32(points, start):
+        c = curve(start + points, n=11)
+        c["error"][:start] = 0.0
+        return {**c, "alpha": torch.linspace(0, 1, 11)}
+    v = Verdict("MLI-5")
+    runs = {"FCN4": [curve32(2, 0), curve32(2, 0)], "FCN6": [curve32(1, 7), curve32(1, 3)],
+            "FCN8": [curve32(5, 2), curve32(5, 4)]}  # lengths 0.1 → 0 → 0.4, each from other grid points
+    assert check_never_shorter(v, runs, 10, "error", where="§5") == -0.1 and v.rows[0]["ok"]
+    assert check_longer(v, runs, 10, "error", where="§5") == pytest.approx(0.3) and v.rows[1]["ok"]
+
+
+def test_the_smallest_neighbouring_difference_is_of_means_not_of_single_nets():
+    v, d = never_shorter([2, 6], [4, 4], [5, 5])  # means 3/49 -> 3/49 -> 4/49; one net of the first is longer
+    assert d == pytest.approx(0.0) and v.rows[0]["ok"]
+
+
+def test_a_nan_mean_length_gives_a_nan_smallest_difference_which_fails():
+    from nbdemo.claims.verdict import holds
+    from nbdemo.papers.mli.effect import smallest_step
+    summary = {"FCN4": {"error_len": torch.tensor([0.1])}, "FCN6": {"error_len": torch.tensor([math.nan])},
+               "FCN8": {"error_len": torch.tensor([0.3])}}
+    d = smallest_step(summary, list(summary), "error", 1 / 49)
+    assert math.isnan(d) and not holds(d, ">=", -1 / 49)
+
+
+def test_a_sweeps_verdict_checks_the_means_for_error_and_loss_and_notes_the_rank_trend():
     from nbdemo.ml.train import History
     from nbdemo.papers.mli.effect import sweep_verdict
-    runs = {"FCN4": [curve(p) for p in (2, 3, 2)], "FCN10": [curve(p) for p in (12, 14, 13)]}
+    runs = {"FCN4": [curve(p) for p in (2, 3, 2)], "FCN6": [curve(p) for p in (6, 7, 6)],
+            "FCN10": [curve(p) for p in (12, 14, 13)]}
     hists = {name: History(loss=None) for name in runs}
     v = sweep_verdict("MLI-5", runs, hists, 10, where="§5, Fig. 7")
     checks = [r["name"] for r in v.rows if r["kind"] == "check"]
-    assert [c.split(" plateau")[0] for c in checks] == ["error", "error", "loss"]
-    assert "by at least 3 grid steps" in checks[1] and v.outcome == "REPRODUCED"
+    assert [c.split(" plateau")[0] for c in checks] == ["mean error", "error", "mean loss", "loss"]
+    assert "never shortens" in checks[0] and "by at least 3 grid steps" in checks[1]
+    assert "never shortens" in checks[2] and "by at least 3 grid steps" in checks[3]
+    notes = [r for r in v.rows if r["kind"] == "note"]
+    assert [n["name"].split(" plateau")[0] for n in notes] == ["error", "loss"]
+    assert all("p-value" in n["name"] and "ρ =" in n["measured"] for n in notes)
+    assert not any("p-value" in c for c in checks) and v.outcome == "REPRODUCED"
+
+
+def test_a_sweep_whose_mean_plateau_shortens_in_the_middle_is_not_reproduced():
+    from nbdemo.ml.train import History
+    from nbdemo.papers.mli.effect import sweep_verdict
+    runs = {"init × 1.0": [curve(p) for p in (2, 2, 2)], "init × 0.1": [curve(p) for p in (8, 8, 8)],
+            "init × 0.01": [curve(p) for p in (4, 4, 4)], "init × 0.001": [curve(p) for p in (12, 12, 12)]}
+    v = sweep_verdict("MLI-4", runs, {name: History(loss=None) for name in runs}, 10, where="§5, Fig. 6")
+    rows = {r["name"].split(":")[0]: r["ok"] for r in v.rows if r["kind"] == "check"}
+    assert rows["mean error plateau never shortens along " + " → ".join(runs)] is False
+    assert rows["error plateau longer at init × 0.001 than at init × 1.0 by at least 3 grid steps"] is True
+    assert v.outcome == "NOT REPRODUCED"
