@@ -25,12 +25,17 @@ def states(model, seed):
     return theta0, thetaT
 
 
+def linear_case(d, seed, n):
+    """A one-layer model (d inputs, 3 classes), its two states (`states`) and n random samples."""
+    torch.manual_seed(0)
+    model = nn.Linear(d, 3)
+    theta0, thetaT = states(model, seed)
+    return model, theta0, thetaT, torch.randn(n, d), torch.randint(0, 3, (n,))
+
+
 def test_linear_in_theta_gives_straight_output_and_convex_loss():
     # A one-layer model's logits are linear in θ, so along θ[α] they are (1−α)f(0) + αf(T) exactly.
-    torch.manual_seed(0)
-    model = nn.Linear(5, 3)
-    theta0, thetaT = states(model, 1)
-    X, y = torch.randn(40, 5), torch.randint(0, 3, (40,))
+    model, theta0, thetaT, X, y = linear_case(5, 1, 40)
     alphas = torch.linspace(0, 1, 11)
     net = nn.Linear(5, 3)
     outs = []
@@ -62,10 +67,7 @@ def test_endpoints_reproduce_the_two_networks():
 
 
 def test_homogeneous_equals_normal_for_one_layer():
-    torch.manual_seed(0)
-    model = nn.Linear(4, 3)
-    theta0, thetaT = states(model, 3)
-    X, y = torch.randn(50, 4), torch.randint(0, 3, (50,))
+    model, theta0, thetaT, X, y = linear_case(4, 3, 50)
     alphas = torch.linspace(0, 1, 7)
     a = interpolate(model, theta0, thetaT, X, y, alphas, scheme="normal")
     b = interpolate(model, theta0, thetaT, X, y, alphas, scheme="homogeneous")

@@ -212,13 +212,19 @@ def test_train_recorded_and_the_terminal_phase_rows():
     assert all(r["source"] for r in v.rows if r["kind"] == "requirement")
 
 
-def test_a_pooled_conv_resnet_is_measured_on_the_channel_means_its_classifier_reads():
+def small_conv_run():
+    """A small pooled conv ResNet trained 20 steps on (60, 2, 8, 8) images: (model, y, hist, feats, acc)."""
     X, y = noisy_classes(K=3, D=8, n=20)
     X = X.reshape(60, 2, 2, 2).repeat_interleave(4, 2).repeat_interleave(4, 3)  # (60, 2, 8, 8) images
     torch.manual_seed(0)
     model = resnets.ConvResNet((2, 8, 8), [(4, 2), (2, 2)], 3, 4)
     hist, feats, acc = models.train_recorded(model, X, y, steps=20, lr_milestones=[0.8, 0.9], batch_size=16,
                                              lr=0.05, momentum=0.9, progress=False)
+    return model, X, y, hist, feats, acc
+
+
+def test_a_pooled_conv_resnet_is_measured_on_the_channel_means_its_classifier_reads():
+    model, X, y, hist, feats, acc = small_conv_run()
     pooled = model.classifier_features(feats)
     assert feats[-1].shape == (60, 8 * 2 * 2) and pooled[-1].shape == (60, 8)  # 8 channels of 2 x 2 maps
     torch.testing.assert_close(pooled[-1], feats[-1].reshape(60, 8, 4).mean(-1))
@@ -509,12 +515,7 @@ def test_geodesic_rows_check_theorem1_assumption_and_the_line_and_note_the_fit_t
 def test_pfc4_scores_the_flattened_maps_and_notes_the_channel_means():
     from nbdemo.papers.pfc import maps
 
-    X, y = noisy_classes(K=3, D=8, n=20)
-    X = X.reshape(60, 2, 2, 2).repeat_interleave(4, 2).repeat_interleave(4, 3)  # (60, 2, 8, 8) images
-    torch.manual_seed(0)
-    model = resnets.ConvResNet((2, 8, 8), [(4, 2), (2, 2)], 3, 4)
-    hist, feats, acc = models.train_recorded(model, X, y, steps=20, lr_milestones=[0.8, 0.9], batch_size=16,
-                                             lr=0.05, momentum=0.9, progress=False)
+    model, X, y, hist, feats, acc = small_conv_run()
     flat, means = pfc.layer_metrics(feats, y), pfc.layer_metrics(model.classifier_features(feats), y)
     v = maps.maps_verdict(hist, flat, means, len(y))
     rows = {r["name"]: r for r in v.rows}
