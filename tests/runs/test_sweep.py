@@ -146,7 +146,17 @@ def test_a_local_cluster_runs_notebooks_with_the_threads_of_a_run_by_hand(tmp_pa
 
 
 def _kernels():
-    return {p.pid for p in psutil.process_iter(["cmdline"]) if "ipykernel_launcher" in " ".join(p.info["cmdline"] or [])}
+    """The notebook kernels running now, less those another pytest-xdist worker started (`make test` runs notebooks
+    on two workers, so one may start a kernel while this test watches for leftovers)."""
+    me = os.getpid()
+
+    def foreign(p):
+        try:
+            return any(a.pid != me and "exec(eval(sys.stdin.readline()))" in " ".join(a.cmdline()) for a in p.parents())
+        except psutil.Error:
+            return False
+    return {p.pid for p in psutil.process_iter(["cmdline"])
+            if "ipykernel_launcher" in " ".join(p.info["cmdline"] or []) and not foreign(p)}
 
 
 def test_runs_on_a_workers_reused_kernel_equal_runs_on_fresh_kernels_and_no_kernel_outlives_the_sweep(tmp_path,
