@@ -60,7 +60,7 @@ book: setup
 	NBDEMO_REPOSITORY='$(REPOSITORY)' NBDEMO_SITE='$(SITE)' $(BIN)/nbdemo book --strict
 
 # Tests run on TEST_WORKERS pytest-xdist workers; nbval keeps each notebook's cells on one worker (--dist loadscope).
-# Every kernel keeps torch's own thread count, so nbval compares the numbers of a run by hand.
+# Every kernel runs torch on one thread (nbdemo.setup), so nbval compares the numbers of a run by hand and of the sweep.
 TEST_WORKERS ?= 2
 
 test: setup

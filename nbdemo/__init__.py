@@ -19,7 +19,11 @@ def resolve_device(device="auto"):
 def setup(seed=0, device="auto"):
     """Seed every generator, make CPU runs deterministic, resolve the device and record provenance.
 
-    The first call of every notebook. Returns the torch.device to use.
+    The first call of every notebook. Returns the torch.device to use. On the CPU torch runs on one thread, in the
+    sweep, under nbval and in a run by hand alike: the number of threads sets the order of float sums, so a run's
+    numbers would otherwise depend on the machine's cores, and the small nets of the default profiles spend their
+    time in the fixed cost of each operation, which a second thread does not share. A sweep runs one notebook per
+    core instead (`nbdemo.runs.sweep.local_workers`).
     """
     import numpy as np
     import torch
@@ -29,6 +33,8 @@ def setup(seed=0, device="auto"):
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
     device = resolve_device(device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
     from nbdemo.claims.registry import record_provenance
     record_provenance(seed=seed, device=str(device))
     return device

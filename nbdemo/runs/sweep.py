@@ -5,8 +5,8 @@ the only writer of the results store, adds it to `results/` at once (`store.stor
 whose worker dies, so loses only the runs in flight: Dask hands a dead worker's task to another worker, and a rerun
 of the same sweep runs only the seeds that are missing or stale.
 
-By default the tasks run on a `LocalCluster` of single-threaded worker processes, one per set of the threads that
-a notebook's kernel uses (`local_workers`); `scheduler` connects to a running scheduler instead (`dask scheduler`
+By default the tasks run on a `LocalCluster` of single-threaded worker processes, one per core (`local_workers`:
+a notebook's kernel runs torch on one thread of the CPU, `nbdemo.setup`); `scheduler` connects to a running scheduler instead (`dask scheduler`
 and `dask worker`, or dask-jobqueue on SLURM: see the README), a tls:// one with `security` (a Dask `Security`, or
 Dask's config `distributed.comm.tls.*`).
 """
@@ -91,7 +91,7 @@ def _check_tls(scheduler, security):
 
 
 def _cores():
-    """The cores this process may run on (those torch's threads use), without importing torch."""
+    """The cores this process may run on, without importing torch."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -114,7 +114,7 @@ def check_request(claims, seeds, scheduler=None, gpu=False, security=None, worke
         raise params.ParameterError("--workers sets the workers of the LocalCluster; a --scheduler has its own workers")
     if workers is not None and not 1 <= workers <= _cores():
         raise params.ParameterError(f"--workers {workers}: give 1 to {_cores()}, the cores here (each worker runs one "
-                                    "notebook at a time, whose kernel uses torch's threads on these cores)")
+                                    "notebook at a time, whose kernel runs torch on one thread)")
     if gpu and not scheduler and not devices.cuda_devices():
         raise params.ParameterError("--gpu: torch sees no CUDA device here, so no worker of the LocalCluster has a GPU; "
                                     "give --scheduler of a cluster whose workers have --resources GPU=1")
@@ -166,9 +166,9 @@ def plan(claims, seeds, profile="default", overrides=None, commit=False, force=F
 
 
 # A Dask nanny sets these for its workers, in the process that starts a LocalCluster too (the thread counts to 1,
-# malloc's trim threshold, a fixed hash seed), and a notebook's kernel would inherit them: with one thread it sums
-# in another order than a run by hand, and computes other numbers. Each task carries the values this process had
-# before any cluster was made.
+# malloc's trim threshold, a fixed hash seed), and a notebook's kernel would inherit them. A kernel runs torch on one
+# thread anyway (`nbdemo.setup`), but the rest of a run by hand's environment is kept too: each task carries the
+# values this process had before any cluster was made.
 DASK_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
 
 
@@ -195,11 +195,9 @@ def task(claim, seed, profile, overrides, commit, env, force=False):
 
 
 def local_workers():
-    """Workers of the default LocalCluster: as many as there are sets of the threads one notebook's kernel uses.
-    (Each kernel uses torch's threads, one per core by default; two kernels on the same cores run slower than one
-    after the other: two TFD-1 runs at once took 121 s on the 2-core machine, where one alone takes 45 s.)"""
-    import torch
-    return max(1, _cores() // torch.get_num_threads())
+    """Workers of the default LocalCluster: one per core, as each notebook's kernel runs torch on one thread of the
+    CPU (`nbdemo.setup`)."""
+    return _cores()
 
 
 def _cluster(scheduler, workers, gpu):

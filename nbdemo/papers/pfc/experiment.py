@@ -8,7 +8,6 @@ The verdict rows are in `.regime` (the regime's requirements, the effective dept
 and `.prediction` (PFC-3's geodesic); the models in `.resnets`, the figures in `.figures`, the MUFM and UFM of
 PFC-5/6 in `.ufm`.
 """
-from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -34,23 +33,8 @@ def first_epoch_step(n, batch_size):
     return max(1, n // batch_size)
 
 
-@contextmanager
-def one_cpu_thread():
-    """torch on one CPU thread inside the block (the thread count restored after it). The nets of the default profiles
-    are small: their matrix products and convolutions are too small to share between two threads, and with the
-    kernels' OpenMP threads sleeping at barriers (the runner's OMP_WAIT_POLICY=PASSIVE) a step of the FC ResNet took
-    17.8 ms on two threads against 6.7 ms on one, a step of the conv ResNet 74 ms against 47 ms (2-core machine,
-    alone). Work on a GPU is not affected."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_every=None, **sgd):
-    """Train `model` on (X, y) with cross-entropy and SGD (`nbdemo.ml.train.train`, on `one_cpu_thread`; `sgd`: lr,
+    """Train `model` on (X, y) with cross-entropy and SGD (`nbdemo.ml.train.train`; `sgd`: lr,
     momentum, weight_decay, seed, ...), lr divided by 10 at the fractions `lr_milestones` of the run. At step 0, at
     the end of the first epoch, every `record_every` steps (default: about 50 records in all) and at the end it
     records every layer's PFC metrics (`layer_metrics` of `block_features`, read as the classifier reads the last
@@ -77,9 +61,8 @@ def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_ever
         return {**layer_metrics(model.classifier_features(last["feats"]), y), "train_loss": loss,
                 "train_errors": errors}
 
-    with one_cpu_thread():
-        hist = train(model, X, y, steps=steps, batch_size=batch_size,
-                     lr_milestones=milestone_steps(steps, lr_milestones), record=record, record_at=record_at, **sgd)
+    hist = train(model, X, y, steps=steps, batch_size=batch_size,
+                 lr_milestones=milestone_steps(steps, lr_milestones), record=record, record_at=record_at, **sgd)
     feats = block_features(model, X) if hist.diverged_at else last["feats"]  # a diverged run stops before its last record
     acc = 1 - head_fit(feats)[1] / len(y)
     loss = f"final batch loss {hist.loss[-1]:.4f}" if len(hist.loss) else "no training step"

@@ -6,7 +6,6 @@ TFD notebook needs, so that a notebook holds what is particular to its claim.
 import copy
 import inspect
 import math
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -157,19 +156,6 @@ def order_statistic(lengths):
 
 def order_threshold(lengths):
     return [0] * (len(lengths) - 1) + [1]
-
-
-@contextmanager
-def threads(n):
-    """Run the block on n of torch's threads, then restore the number. Small nets (TFD-6's 128-wide MLPs) train
-    faster on one thread where idle threads sleep between operations (OMP_WAIT_POLICY=PASSIVE, as the runner sets);
-    the number of threads changes the order of float sums, so a run is reproducible at a given number."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def mark_phase(axes, phase, color="k"):

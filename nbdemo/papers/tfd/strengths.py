@@ -3,19 +3,17 @@
 
 Both need only a few leading eigenvectors of a symmetric 512 x 512 matrix for each snapshot, layer and category;
 an SVD or a run of successive eigendecompositions per matrix made TFD-3 too slow for snapshots every 50 steps.
-The eigenvectors are computed in float32 on one thread (LAPACK's eigensolver slows down many times over when its
-threads compete for the CPU's cores), and every strength is then computed from them in float64.
+The eigenvectors are computed in float32 (on one thread, as `nbdemo.setup` runs torch on the CPU: LAPACK's
+eigensolver slows down many times over when its threads compete for the CPU's cores), and every strength is then
+computed from them in float64.
 """
 import torch
-
-from nbdemo.papers.tfd.experiment import threads
 
 
 def top_eigenvectors(G, k):
     """The eigenvectors of the k largest eigenvalues of symmetric G (..., n, n), as columns (..., n, k) in float64,
     the largest first. Each is accurate to about 1e-7 ‖G‖ over the gap between its eigenvalue and its neighbours'."""
-    with threads(1):
-        vectors = torch.linalg.eigh(G.float()).eigenvectors
+    vectors = torch.linalg.eigh(G.float()).eigenvectors
     return vectors[..., -k:].flip(-1).double()
 
 

@@ -143,10 +143,3 @@ def test_a_diverged_training_is_inconclusive_with_its_step(path):
             0.5, source=tfd.DROP_SOURCE)
     assert v.outcome == INCONCLUSIVE
     assert v.rows[0]["measured"] == f"diverged at step {hist.diverged_at}"
-
-
-def test_threads_restores_the_number():
-    before = torch.get_num_threads()
-    with tfd.threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
