@@ -226,8 +226,8 @@ def main(argv=None):
                                        "refused")
     p.add_argument("--security", metavar="CA,CERT,KEY", help="for a tls:// scheduler: PEM files of the CA's "
                    "certificate, a certificate it signed and its key (default: Dask's config distributed.comm.tls.*)")
-    p.add_argument("--workers", type=at_least_1, help="workers of the LocalCluster (default: cores / threads per "
-                                                      "notebook)")
+    p.add_argument("--workers", type=at_least_1, help="workers of the LocalCluster (default: one per core; "
+                                                      "each notebook runs torch on one thread)")
     p.add_argument("--commit", action="store_true", help="the default-profile run of each notebook's own seed "
                                                          "writes notebooks/ (workers must share this checkout)")
     p.add_argument("--gpu", action="store_true", help="each run asks its worker for the resource GPU=1")

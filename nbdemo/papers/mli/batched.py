@@ -1,12 +1,13 @@
-"""The sweeps of paper 003 (MLI-4, MLI-5) as one vectorised ensemble: every net of every setting trains in one SGD
-loop, and each setting's nets are interpolated with all their α at once.
+"""The FCN experiments of paper 003 (MLI-1…5, MLI-8's training) as one vectorised ensemble: every net of every
+setting trains in one SGD loop, and each setting's nets are interpolated with all their α at once.
 
-`nbdemo.papers.mli.experiment.fcn_experiment` trains one ensemble per setting (`train_mlps`) and interpolates each net
-chunk by chunk of α. On a 2-core CPU the time of these small nets goes largely into the fixed cost of each
-operation, which it pays once per setting at every step and once per net and α chunk. Here the nets are the same (each
-setting's inits drawn after `torch.manual_seed(seed)`, member i's batches from seed + i in every setting) and so is
-their SGD (`nbdemo.ml.train.fit`), up to rounding: every layer is one batched matrix product over the nets that have
-it, so nets of different depths (MLI-5's FCN4…FCN10) train together when the settings come in order of depth.
+On a 2-core CPU the time of these small nets goes largely into the fixed cost of each operation: a loop per setting
+(`nbdemo.ml.ensemble.train_ensemble`, the generic reference) pays it once per setting at every step, and
+`nbdemo.papers.mli.metrics.interpolate` once per net and α chunk. Here the nets are the same (each setting's inits
+drawn after `torch.manual_seed(seed)`, member i's batches from seed + i in every setting) and so is their SGD
+(`nbdemo.ml.train.fit`), up to rounding: every layer is one batched matrix product over the nets that have it, so
+nets of different depths (MLI-5's FCN4…FCN10) train together when the settings come in order of depth, and nets with
+and without a layer's bias (MLI-2's all/last/no bias) train together with a zero bias that stays exactly zero.
 
 With fewer training images P than inputs (the default profiles: 500 images of 784 pixels), the first layer, the
 largest, trains in the span of the images. Its weight gradient X_bᵀ δ lies in that span, and so does every SGD step
@@ -28,14 +29,25 @@ def _layer(h, W, b):
 
 
 def _stack(models, i):
-    """Layer i of `models` as trainable stacks: weights (N, in, out) and bias (N, 1, out), or None without a bias."""
-    has_bias = {m.linears[i].bias is not None for m in models}
-    if len(has_bias) > 1:
-        raise ValueError(f"the nets' linears[{i}] must all have a bias or all have none")
-    W = torch.stack([m.linears[i].weight.detach().T for m in models]).contiguous().requires_grad_()
-    b = torch.stack([m.linears[i].bias.detach() for m in models]).unsqueeze(1).contiguous().requires_grad_() \
-        if has_bias.pop() else None
-    return W, b
+    """Layer i of `models` stacked: weights (N, in, out), biases (N, 1, out) with zeros for a net without one, and
+    which of those biases are the nets' own (bool, the biases' shape). Bias and mask are None where no net has one."""
+    W = torch.stack([m.linears[i].weight.detach().T for m in models])
+    own = [m.linears[i].bias is not None for m in models]
+    if not any(own):
+        return W, None, None
+    b = torch.stack([m.linears[i].bias.detach() if o else W.new_zeros(W.shape[2]) for m, o in zip(models, own)])
+    return W, b.unsqueeze(1), torch.tensor(own, device=W.device).view(-1, 1, 1).expand(len(models), 1, W.shape[2])
+
+
+def _leaf(t, keep=None):
+    """`t` as a trainable leaf. Where `keep` is False its gradient is zeroed (a hook), so that SGD without weight
+    decay, its momentum buffer zero too, leaves those entries exactly as they are: 0.0, a bias the net does not have
+    (and adding 0.0 is exact)."""
+    t = t.detach().contiguous().requires_grad_()
+    if keep is not None and not keep.all():
+        keep = keep.contiguous()
+        t.register_hook(lambda g: torch.where(keep, g, 0.0))
+    return t
 
 
 class _ImageSpan(torch.autograd.Function):
@@ -64,54 +76,58 @@ def _group_history(hist, cols):
     return History(list(hist.steps), loss, {}, int(bad[0]) + 1 if len(bad) else None, hist.wall_s)
 
 
-def train_sweep(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=0, progress=False, threads=1):
+def train_sweep(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=0, progress=False):
     """Train the ReLU MLPs (`nbdemo.ml.models.MLP`, no norms) of several settings as one ensemble, each net as
-    `nbdemo.papers.mli.experiment.train_mlps` trains it within its own setting.
+    `nbdemo.ml.ensemble.train_ensemble` trains it within its own setting (SGD without weight decay).
 
-    groups: one list of nets per setting, the same number n in each, one depth within a setting, settings in order
-    of depth; every net has the same input, width and output. Member i of every setting draws its batches from
-    seed + i. Returns (states, histories), one per setting: states[s] maps the parameter names to stacked (n, ...)
-    tensors (as `train_mlps` returns them), histories[s] is the setting's History. The first layer trains in the
-    span of the rows of X (see the module's docstring): the same SGD as `train_mlps`, up to rounding.
-    threads: torch's intra-op threads for the SGD loop on the CPU (restored after; None leaves them): one by default,
-    because for nets this small waking a second thread for each of the ~200 small operations of a step costs more
-    than it saves (MLI-4's 36 nets: 27 against 33 ms a step on the project's 2-core CPU).
+    groups: one list of nets per setting, the same number n in each, one architecture (depth, biases) within a
+    setting, settings in order of depth; every net has the same input, width and output, and the settings may differ
+    in which layers have a bias (see the module's docstring). Member i of every setting draws its batches from
+    seed + i. Returns (states, histories), one per setting: states[s] maps the names of the setting's MLP state dict
+    (no bias where its nets have none) to stacked (n, ...) tensors, histories[s] is the setting's History. The first
+    layer trains in the span of the rows of X (see the module's docstring): the same SGD, up to rounding.
     """
     nets = [m for g in groups for m in g]
     n, S, N = len(groups[0]), len(groups), len(nets)
     depths = [len(m.linears) for m in nets]
-    if any(len(g) != n or len({len(m.linears) for m in g}) != 1 for g in groups) or depths != sorted(depths):
-        raise ValueError("give the same number of nets per setting, one depth within a setting, settings in order of "
-                         "depth")
+    if any(len(g) != n or len({tuple(m.state_dict()) for m in g}) != 1 for g in groups) or depths != sorted(depths):
+        raise ValueError("give the same number of nets per setting, one architecture within a setting, settings in "
+                         "order of depth")
     if min(depths) < 2 or not all(isinstance(m.act, nn.ReLU) and all(isinstance(x, nn.Identity) for x in m.norms)
                                   for m in nets):
         raise ValueError("train_sweep trains ReLU MLPs of at least two layers without normalisation only")
     # the first layer of every net, the settings side by side along its outputs: (n, ., S·width)
-    W0, b0 = _stack(nets, 0)
+    W0, b0, keep0 = _stack(nets, 0)
     width = W0.shape[2]
 
     def side_by_side(t):  # (N, ., width), setting by setting -> (n, ., S·width)
-        return t.detach().view(S, n, -1, width).permute(1, 2, 0, 3).reshape(n, -1, S * width)
+        return t.reshape(S, n, -1, width).permute(1, 2, 0, 3).reshape(n, -1, S * width)
 
-    W0, b0 = side_by_side(W0), None if b0 is None else side_by_side(b0).requires_grad_()
+    W0 = side_by_side(W0)
+    b0 = None if b0 is None else _leaf(side_by_side(b0), side_by_side(keep0))
     span = len(X) < X.shape[1]  # fewer images than inputs: W(t) = W(0) + Xᵀ C(t), C trained
     if span:
         C = torch.zeros(n, len(X), S * width, device=X.device, requires_grad=True)
         gram, Z0 = X @ X.T, X @ W0  # (P, P), and the pre-activations at W(0) of all images, (n, P, S·width)
         offsets = torch.arange(n, device=X.device).unsqueeze(1) * len(X)  # member i's rows of Z0.flatten(0, 1)
     else:
-        C = W0.clone().requires_grad_()
+        C = _leaf(W0)
 
     def first(idx):  # the first layer's pre-activation without its bias, (n, batch, S·width)
         if not span:
             return torch.bmm(X[idx], C)
         return _ImageSpan.apply(C, gram[idx], idx) + Z0.flatten(0, 1)[(idx + offsets).flatten()].view(n, -1, S * width)
+
+    def trainable(models, i):
+        W, b, keep = _stack(models, i)
+        return _leaf(W), None if b is None else _leaf(b, keep)
+
     # hidden layer j (1-based) exists in the nets of depth >= j + 2: a suffix of `nets`, from `start` on
     hidden = []
     for j in range(1, depths[-1] - 1):
         start = next(i for i, d in enumerate(depths) if d >= j + 2)
-        hidden.append((start, *_stack(nets[start:], j)))
-    last_W, last_b = _stack(nets, -1)
+        hidden.append((start, *trainable(nets[start:], j)))
+    last_W, last_b = trainable(nets, -1)
 
     def step_loss(idx):  # idx: (n, batch) indices, row i for member i of every setting; or the full batch
         if not torch.is_tensor(idx):
@@ -134,14 +150,8 @@ def train_sweep(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=
         orders = map(torch.stack, zip(*(batches(len(X), batch_size, steps, seed + i, X.device) for i in range(n))))
     layers = [(C, b0)] + [(W, b) for _, W, b in hidden] + [(last_W, last_b)]
     params = [W for W, _ in layers] + [b for _, b in layers if b is not None]
-    before = torch.get_num_threads()
-    if threads and X.device.type == "cpu":
-        torch.set_num_threads(threads)
-    try:
-        hist = fit(params, step_loss, orders, steps=steps, lr=lr, momentum=momentum, weight_decay=0.0,
-                   lr_milestones=(), record=None, record_at=None, progress=progress, shape=(N,))
-    finally:
-        torch.set_num_threads(before)
+    hist = fit(params, step_loss, orders, steps=steps, lr=lr, momentum=momentum, weight_decay=0.0, lr_milestones=(),
+               record=None, record_at=None, progress=progress, shape=(N,))
 
     def part(s, W, b, lo=0):  # the nets of setting s in a stack that starts at net `lo`
         rows = slice(s * n - lo, (s + 1) * n - lo)
@@ -150,25 +160,28 @@ def train_sweep(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=
     W_T = (W0 + X.T @ C.detach() if span else C.detach()).split(width, 2)
     b_T = [None] * S if b0 is None else b0.detach().split(width, 2)
     states = []
-    for s in range(S):
+    for s, g in enumerate(groups):
         own = [(W_T[s], b_T[s])] + [part(s, W, b, lo) for lo, W, b in hidden[:depths[s * n] - 2]] \
             + [part(s, last_W, last_b)]
-        state = {f"linears.{i}.weight": W.detach().transpose(1, 2) for i, (W, _) in enumerate(own)}
-        state.update({f"linears.{i}.bias": b.detach().squeeze(1) for i, (_, b) in enumerate(own) if b is not None})
-        states.append(state)
+        stacks = {f"linears.{i}.weight": W.transpose(1, 2) for i, (W, _) in enumerate(own)}
+        stacks.update({f"linears.{i}.bias": b.squeeze(1) for i, (_, b) in enumerate(own) if b is not None})
+        states.append({name: stacks[name].detach() for name in g[0].state_dict()})  # the MLP's names, in its order
     return states, [_group_history(hist, range(s * n, (s + 1) * n)) for s in range(S)]
 
 
 @torch.no_grad()
-def interpolate_nets(theta0, thetaT, X, y, alphas, *, scheme="normal", batch_size=10_000, alpha_chunk=10):
+def interpolate_nets(theta0, thetaT, X, y, alphas, *, scheme="normal", output_degree=None, batch_size=10_000,
+                     alpha_chunk=10):
     """`nbdemo.papers.mli.metrics.interpolate` for n ReLU MLPs of one depth (no norms) at once, all their α together.
 
     theta0, thetaT: the nets' stacked state dicts ({name: (n, ...)}, `nbdemo.ml.models.MLP`'s names). The weights
     are interpolated linearly in both schemes, so the first layer's output at α is (1−α)·X W(0)ᵀ + α·X W(T)ᵀ plus
     its bias at α: two products per net instead of one per α. Biases follow `scheme` ("normal": linear in α;
-    "homogeneous": the bias of the h-th layer as (1−α)^h b(0) + α^h b(T)). Returns one dict(alpha, loss, error,
-    delta_max) per net, the curves in float64 and delta_max its trained output bias gap Δ_max (largest output bias
-    minus smallest; 0 without an output bias), as `nbdemo.papers.mli.experiment.train_and_interpolate` gives them.
+    "homogeneous": the bias of the h-th layer as (1−α)^h b(0) + α^h b(T)); output_degree: the output layer's bias at
+    degree d in α instead, (1−α)^d b(0) + α^d b(T), as `nbdemo.papers.mli.metrics.interpolated_state` puts it (None:
+    the scheme's). Returns one dict(alpha, loss, error, delta_max) per net, the curves in float64 and delta_max its
+    trained output bias gap Δ_max (largest output bias minus smallest; 0 without an output bias,
+    `nbdemo.papers.mli.metrics.output_bias_gap`).
     """
     if scheme not in ("normal", "homogeneous"):
         raise ValueError(f"scheme={scheme!r}: choose 'normal' or 'homogeneous'")
@@ -188,11 +201,14 @@ def interpolate_nets(theta0, thetaT, X, y, alphas, *, scheme="normal", batch_siz
         c0, cT = coefficients(a, power, thetaT[name].dim() - 1)
         return c0 * theta0[name].unsqueeze(1) + cT * thetaT[name].unsqueeze(1)
 
-    def bias(i, a):  # the bias of linears.i (layer h = i + 1) at α, shaped (n * len(a), 1, out); None without one
+    def degree(i):  # the degree in α of the bias of linears.i, layer h = i + 1
+        if i == depth - 1 and output_degree is not None:
+            return output_degree
+        return i + 1 if scheme == "homogeneous" else 1
+
+    def bias(i, a):  # the bias of linears.i at α, shaped (n * len(a), 1, out); None without one
         name = f"linears.{i}.bias"
-        if name not in thetaT:
-            return None
-        return at(name, a, i + 1 if scheme == "homogeneous" else 1).flatten(0, 1).unsqueeze(1)
+        return None if name not in thetaT else at(name, a, degree(i)).flatten(0, 1).unsqueeze(1)
 
     for lo in range(0, len(X), batch_size):
         xb, t = X[lo:lo + batch_size], y[lo:lo + batch_size]
@@ -218,19 +234,39 @@ def interpolate_nets(theta0, thetaT, X, y, alphas, *, scheme="normal", batch_siz
             for i in range(n)]
 
 
-def sweep_experiment(settings, X, y, alphas, *, n_models, scheme="normal", seed=0, progress=False, **train_kwargs):
-    """`nbdemo.papers.mli.experiment.fcn_experiment` for the settings of a sweep (MLI-4, MLI-5): the same nets and
-    training, as one ensemble (`train_sweep`), each net interpolated on (X, y) by `scheme` (`interpolate_nets`).
+def stacked_state(models):
+    """The nets' state dicts stacked: {name: (n, ...)}, copies."""
+    return {k: torch.stack([m.state_dict()[k].detach() for m in models]) for k in models[0].state_dict()}
 
-    settings: {name: make_model}, in order of depth; train_kwargs go to `train_sweep` (steps, lr, momentum,
-    batch_size). Returns (runs, hists): runs[name] is the list of the setting's net curves, hists[name] its History.
+
+def unstack(state):
+    """A stacked state dict {name: (n, ...)} as n state dicts, copies."""
+    return [{k: v[i].clone() for k, v in state.items()} for i in range(len(next(iter(state.values()))))]
+
+
+def sweep_experiment(settings, X, y, alphas, *, n_models, schemes=("normal",), output_degree=None, seed=0,
+                     progress=False, **train_kwargs):
+    """The experiment of MLI-1…5: train `n_models` nets of each setting on (X, y) as one ensemble (`train_sweep`),
+    then interpolate each net on (X, y) by each of `schemes` (`interpolate_nets`).
+
+    settings: {name: make_model}, in any order of depth; each setting's nets are drawn after
+    `torch.manual_seed(seed)`. output_degree: the output bias's degree in the "homogeneous" scheme (None: the paper's,
+    its layer index; MLI-3's control). train_kwargs go to `train_sweep` (steps, lr, momentum, batch_size).
+    Returns (runs, hists) in the order of `settings`: runs[name] is the list of the setting's net curves, named
+    f"{name}, {scheme}" when several schemes are interpolated; hists[name] is the setting's History.
     """
     groups = []
     for make in settings.values():
         torch.manual_seed(seed)
         groups.append([make().to(X.device) for _ in range(n_models)])
-    theta0 = [{k: torch.stack([m.state_dict()[k] for m in g]) for k in g[0].state_dict()} for g in groups]
-    states, hists = train_sweep(groups, X, y, seed=seed, progress=progress, **train_kwargs)
-    runs = {name: interpolate_nets(t0, tT, X, y, alphas, scheme=scheme)
-            for name, t0, tT in zip(settings, theta0, states)}
-    return runs, dict(zip(settings, hists))
+    order = sorted(range(len(groups)), key=lambda s: len(groups[s][0].linears))  # stable: ties keep their order
+    states, hists = train_sweep([groups[s] for s in order], X, y, seed=seed, progress=progress, **train_kwargs)
+    trained = dict(zip(order, zip(states, hists)))
+    runs = {}
+    for s, name in enumerate(settings):
+        theta0 = stacked_state(groups[s])
+        for scheme in schemes:
+            runs[name if len(schemes) == 1 else f"{name}, {scheme}"] = interpolate_nets(
+                theta0, trained[s][0], X, y, alphas, scheme=scheme,
+                output_degree=output_degree if scheme == "homogeneous" else None)
+    return runs, {name: trained[s][1] for s, name in enumerate(settings)}

@@ -1,7 +1,8 @@
 """The verdict of the sweeps of paper 003 (MLI-4, MLI-5) on the paper's statistic, the mean plateau length of each
 setting over its nets (§5: "smaller initialization does create longer plateau in loss and error interpolation",
 Fig. 6; "deeper networks do have longer plateau in loss and error interpolation", Fig. 7). Lengths are counted in
-whole α grid steps (`grid_sums`), so that a difference equal to a threshold of whole steps compares as equal.
+whole α grid steps (`nbdemo.papers.mli.gridsteps`), so that a difference equal to a threshold of whole steps compares
+as equal.
 
 For the error plateau and for the loss plateau, two checks (`sweep_verdict`):
 - the mean plateau never shortens along the sweep (`check_never_shorter`): the smallest difference of the mean
@@ -18,61 +19,47 @@ import torch
 
 from nbdemo.claims.verdict import Verdict, ours
 from nbdemo.papers.mli.experiment import PLATEAU, inner, plateaus, require_trained
+from nbdemo.papers.mli.gridsteps import grid_steps, mean_length
 from nbdemo.papers.mli.metrics import trend_test
 
 
-def grid_sums(summary, names, kind, step):
-    """For each setting, in the order of `names`: (the sum of its nets' `kind` plateau lengths in α grid steps, its
-    number of nets); summary as `summarize` returns it. A length is the distance between two points of the grid of
-    spacing `step`, a whole number of steps: rounding it to one removes the float32 grid's rounding, so that a
-    difference of means that equals a threshold of whole grid steps compares as equal (NaN stays NaN)."""
-    lens = [summary[n][f"{kind}_len"] for n in names]
-    return [((x / step).round().sum().item(), len(x)) for x in lens]
+def mean_lengths(summary, names, kind, n_alphas):
+    """The mean `kind` plateau length over the nets of each setting, in the order of `names`, exactly
+    (`nbdemo.papers.mli.gridsteps.mean_length`: Fractions of α); summary as `summarize` returns it."""
+    return [mean_length(summary[n][f"{kind}_len"], n_alphas) for n in names]
 
 
-def mean_lengths(summary, names, kind, step):
-    """The mean `kind` plateau length over the nets of each setting, in the order of `names` (`grid_sums`)."""
-    return [total / n * step for total, n in grid_sums(summary, names, kind, step)]
-
-
-def _difference(first, then, step):
-    """The mean length of setting `then` minus that of `first`, from their `grid_sums`: exact in grid steps."""
-    (s0, n0), (s1, n1) = first, then
-    return (s1 * n0 - s0 * n1) / (n0 * n1) * step
-
-
-def end_difference(summary, names, kind, step):
+def end_difference(summary, names, kind, n_alphas):
     """Mean `kind` plateau length of the last setting minus that of the first."""
-    sums = grid_sums(summary, names, kind, step)
-    return _difference(sums[0], sums[-1], step)
+    means = mean_lengths(summary, names, kind, n_alphas)
+    return float(means[-1] - means[0])
 
 
-def smallest_step(summary, names, kind, step):
+def smallest_step(summary, names, kind, n_alphas):
     """The smallest difference of mean `kind` plateau lengths between neighbouring settings, in the order of `names`
-    (mean of the next setting minus mean of this one): negative where the mean plateau shortens; NaN if a mean is."""
-    sums = grid_sums(summary, names, kind, step)
-    steps = torch.tensor([_difference(a, b, step) for a, b in zip(sums, sums[1:])], dtype=torch.float64)
-    return steps.min().item()  # NaN if any is
+    (mean of the next setting minus mean of this one): negative where the mean plateau shortens."""
+    means = mean_lengths(summary, names, kind, n_alphas)
+    return float(min(b - a for a, b in zip(means, means[1:])))
 
 
-def _grid_step(runs):
-    alphas = next(iter(runs.values()))[0]["alpha"]
-    return 1 / (len(alphas) - 1)
+def _n_alphas(runs):
+    return len(next(iter(runs.values()))[0]["alpha"])
 
 
 def check_never_shorter(v, runs, k, kind, *, where):
     """Check that the mean `kind` ("error" or "loss") plateau never shortens along the sweep, in the order of `runs`:
     the smallest difference of neighbouring means at least −1 α grid step, the thresholds of ours inside the plateau
     varied (`inner`). The means along the sweep are shown. where: the paper's place that states the effect."""
-    names, step = list(runs), _grid_step(runs)
+    names, n_alphas = list(runs), _n_alphas(runs)
+    step = 1 / (n_alphas - 1)
     summary = {n: plateaus(c, k) for n, c in runs.items()}
-    d, means = smallest_step(summary, names, kind, step), mean_lengths(summary, names, kind, step)
+    d, means = smallest_step(summary, names, kind, n_alphas), mean_lengths(summary, names, kind, n_alphas)
     v.check(f"mean {kind} plateau never shortens along {' → '.join(names)}: smallest difference of neighbouring "
             "mean lengths", d, ">=", -step,
             source=ours("one α grid step, the grid's resolution: a smaller reversal is within what the grid "
                         f"resolves; the paper ({where}) gives no number"),
-            shown=f"{d:.3f} (≥ {-step:.3f}); means " + " → ".join(f"{m:.2f}" for m in means),
-            inner=inner(runs, k, lambda s: smallest_step(s, names, kind, step), kind))
+            shown=f"{d:.3f} (≥ {-step:.3f}); means " + " → ".join(f"{float(m):.2f}" for m in means),
+            inner=inner(runs, k, lambda s: smallest_step(s, names, kind, n_alphas), kind))
     return d
 
 
@@ -80,15 +67,15 @@ def check_longer(v, runs, k, kind, *, where, grid_steps=PLATEAU["hold"]):
     """Check that the `kind` ("error" or "loss") plateau of the sweep's last setting is longer than its first's by at
     least `grid_steps` α grid steps (difference of mean lengths over the nets), the thresholds of ours inside the plateau
     varied (`inner`). where: the paper's place that states the effect."""
-    names, step = list(runs), _grid_step(runs)
-    at_least = grid_steps * step
-    d = end_difference({n: plateaus(c, k) for n, c in runs.items()}, names, kind, step)
+    names, n_alphas = list(runs), _n_alphas(runs)
+    at_least = grid_steps / (n_alphas - 1)
+    d = end_difference({n: plateaus(c, k) for n, c in runs.items()}, names, kind, n_alphas)
     v.check(f"{kind} plateau longer at {names[-1]} than at {names[0]} by at least {grid_steps} grid steps: "
             "difference of mean lengths", d, ">=", at_least,
             source=ours(f"{grid_steps} α grid steps, the plateau's hold: a smaller difference is within what one dip "
                         f"of a curve moves; the paper ({where}) shows longer plateaus and gives no number"),
             shown=f"{d:.3f} (≥ {at_least:.3f})",
-            inner=inner(runs, k, lambda s: end_difference(s, names, kind, step), kind))
+            inner=inner(runs, k, lambda s: end_difference(s, names, kind, n_alphas), kind))
     return d
 
 
@@ -96,8 +83,9 @@ def note_trend(v, runs, k, kind):
     """Note the one-sided permutation p-value of Spearman's ρ between each net's place in the sweep and its `kind`
     plateau length, over all nets (`trend_test`): how unlikely the order is if place and length were unrelated.
     Returns (rho, p)."""
-    step = _grid_step(runs)  # lengths in whole grid steps (`grid_sums`), so that equal lengths tie
-    rho, p = trend_test([(plateaus(c, k)[f"{kind}_len"] / step).round() for c in runs.values()])
+    n_alphas = _n_alphas(runs)  # lengths in whole grid steps, so that equal lengths tie
+    rho, p = trend_test([torch.tensor(grid_steps(plateaus(c, k)[f"{kind}_len"], n_alphas), dtype=torch.float64)
+                         for c in runs.values()])
     v.note(f"{kind} plateau: rank trend along the sweep over all nets, one-sided permutation p-value of Spearman's ρ",
            p, shown=f"p = {p:.2g} (ρ = {rho:.2f})")
     return rho, p

@@ -1,26 +1,18 @@
-"""Experiments of paper 003 (MLI): train seeds of one net as an ensemble, then interpolate each member.
-
-Also the paper-profile VGG (without BatchNorm) for CIFAR, a record callback for per-class losses and output
-biases during training, and the plateau rows of MLI-1…5 with the thresholds of ours inside them varied.
+"""The shared parts of paper 003's (MLI) experiments: the data of MLI-1…5, their plateau summaries and rows with the
+thresholds of ours inside them varied, the figure of the interpolation curves, the paper-profile VGG (without
+BatchNorm) for CIFAR and a record callback for per-class losses and output biases during training. The FCN nets
+train and interpolate in `nbdemo.papers.mli.batched`.
 """
 import math
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from nbdemo.claims.verdict import Verdict, ours
+from nbdemo.claims.verdict import ours
 from nbdemo.ml.data import DATASETS, load
 from nbdemo.ml.ensemble import ensemble_forward
-from nbdemo.ml.train import batches, fit
-from nbdemo.papers.mli.metrics import (
-    class_losses,
-    interpolate,
-    output_bias_gap,
-    plateau,
-    trend_test,
-)
+from nbdemo.papers.mli.metrics import class_losses, plateau
 
 VGG_CONFIGS = {
     11: [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
@@ -60,69 +52,6 @@ class VGG(nn.Module):
         return self.classifier(self.features(x))
 
 
-def unstack(params):
-    """The stacked (N, ...) parameters of an ensemble as N state dicts."""
-    n = len(next(iter(params.values())))
-    return [{k: v[i].clone() for k, v in params.items()} for i in range(n)]
-
-
-def train_mlps(models, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=0, progress=False):
-    """`nbdemo.ml.ensemble.train_ensemble` for plain ReLU MLPs (`nbdemo.ml.models.MLP` without norms): the same SGD
-    (`nbdemo.ml.train.fit`), the same batches (member i draws from seed + i) and the same (state, History), with
-    one batched matrix product per layer instead of vmap over `functional_call`. On the CPU these nets are so small
-    that the time goes into per-operation overhead, which this halves (MLI-1…5 each train several ensembles).
-    """
-    m0 = models[0]
-    if not (isinstance(m0.act, nn.ReLU) and all(isinstance(n, nn.Identity) for n in m0.norms)):
-        raise ValueError("train_mlps trains ReLU MLPs without normalisation only")
-    n, depth = len(models), len(m0.linears)
-    # weights stacked as (n, in, out) for baddbmm, biases as (n, 1, out); None where a layer has no bias
-    Ws = [torch.stack([m.linears[i].weight.detach().T for m in models]).contiguous().requires_grad_()
-          for i in range(depth)]
-    bs = [None if m0.linears[i].bias is None else
-          torch.stack([m.linears[i].bias.detach() for m in models]).unsqueeze(1).contiguous().requires_grad_()
-          for i in range(depth)]
-
-    def step_loss(idx):  # idx: (n, batch) indices, one row per member, or the full batch shared by all
-        h, t = X[idx], y[idx]
-        if h.dim() == 2:
-            h, t = h.expand(n, -1, -1), t.expand(n, -1)
-        for i, (W, b) in enumerate(zip(Ws, bs)):
-            h = torch.bmm(h, W) if b is None else torch.baddbmm(b, h, W)
-            if i < depth - 1:
-                h = h.relu()
-        return F.cross_entropy(h.flatten(0, 1), t.flatten(), reduction="none").view(n, -1).mean(1)
-
-    if batch_size is None or batch_size >= len(X):
-        orders = batches(len(X), batch_size, steps, seed, X.device)
-    else:
-        orders = map(torch.stack, zip(*(batches(len(X), batch_size, steps, seed + i, X.device) for i in range(n))))
-    params = Ws + [b for b in bs if b is not None]
-    hist = fit(params, step_loss, orders, steps=steps, lr=lr, momentum=momentum, weight_decay=0.0, lr_milestones=(),
-               record=None, record_at=None, progress=progress, shape=(n,))
-    state = {f"linears.{i}.weight": W.detach().transpose(1, 2) for i, W in enumerate(Ws)}
-    state.update({f"linears.{i}.bias": b.detach().squeeze(1) for i, b in enumerate(bs) if b is not None})
-    return state, hist
-
-
-def train_and_interpolate(make_model, n_models, X, y, X_eval, y_eval, alphas, *, schemes=("normal",), seed=0,
-                          **train_kwargs):
-    """Train `n_models` MLPs from `make_model()` inits as one ensemble (`train_mlps`); interpolate each member on
-    (X_eval, y_eval).
-
-    Returns (curves, history): curves[scheme] is a list (one per member) of dicts(alpha, loss, error, delta_max), with
-    delta_max the member's trained output bias gap Δ_max (Theorem 1), which bounds how far the loss plateau may rise.
-    """
-    torch.manual_seed(seed)
-    models = [make_model().to(X.device) for _ in range(n_models)]
-    theta0 = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in models]
-    params, hist = train_mlps(models, X, y, seed=seed, **train_kwargs)
-    curves = {s: [{**interpolate(models[0], t0, tT, X_eval, y_eval, alphas, scheme=s),
-                   "delta_max": output_bias_gap(models[0], tT)} for t0, tT in zip(theta0, unstack(params))]
-              for s in schemes}
-    return curves, hist
-
-
 def class_loss_and_bias(model, X, y, k):
     """A `record(params, step)` callback for `train_ensemble`: per-class mean loss (N, k), per-class largest sample
     loss (N, k) and output bias (N, k)."""
@@ -144,22 +73,6 @@ def fcn_data(dataset, n_per_class, n_alphas, *, device, seed):
     k = DATASETS[dataset][1]
     print(f"{dataset}: {len(X)} training images, {k} classes; interpolation evaluated on all of them at {n_alphas} α")
     return X, y, k, torch.linspace(0, 1, n_alphas)
-
-
-def fcn_experiment(settings, X, y, alphas, *, n_models, schemes=("normal",), progress=False, **train_kwargs):
-    """The experiment of MLI-1…5: train `n_models` members of each setting on (X, y), interpolate each on (X, y).
-
-    settings: {name: make_model}; train_kwargs go to `train_mlps` (steps, lr, momentum, batch_size, seed).
-    Returns (runs, hists): runs[name] is the list of member curves, named f"{name}, {scheme}" when several schemes
-    are interpolated; hists[name] is the training history.
-    """
-    runs, hists = {}, {}
-    for name, make in settings.items():
-        curves, hists[name] = train_and_interpolate(make, n_models, X, y, X, y, alphas, schemes=schemes,
-                                                    progress=progress, **train_kwargs)
-        for scheme, c in curves.items():
-            runs[name if len(schemes) == 1 else f"{name}, {scheme}"] = c
-    return runs, hists
 
 
 PLATEAU = dict(eps_frac=0.05, tol=0.01, hold=3, widen=1.0)  # the thresholds of ours inside `plateau`, as used here
@@ -227,41 +140,6 @@ def require_trained(v, runs, hists, max_error=0.05, labels=None, why=FITS):
     worst = max(max(c["error"][-1].item() for c in curves) for curves in runs.values())
     v.require("every trained net fits its training set: largest error at α = 1", worst, "<=", max_error,
               source=ours(why))
-
-
-def check_trend(v, runs, k, kind, *, where, summary=None):
-    """Check that the `kind` ("error" or "loss") plateau is longer along the settings of `runs`, in their order.
-
-    The statistic is the one-sided permutation p-value of Spearman's ρ between each net's place in the sweep and the
-    length of its plateau, over every net of every setting (`nbdemo.papers.mli.metrics.trend_test`). It asks what the
-    paper's figure shows, a longer plateau along the sweep, without asking every neighbouring pair of settings to
-    differ by more than the α grid resolves, which a few nets cannot show where two settings both have almost no
-    plateau. The mean lengths along the sweep and ρ are shown, and the difference between the sweep's ends is a note.
-    The thresholds of ours inside the plateau are varied (`inner`).
-    where: the paper's place that states the trend (shown in the reason; the 5% level is ours).
-    """
-    names = list(runs)
-    summary = {n: plateaus(c, k) for n, c in runs.items()} if summary is None else summary
-    lens = [summary[n][f"{kind}_len"] for n in names]
-    rho, p = trend_test(lens)
-    v.check(f"{kind} plateau longer along {' → '.join(names)}: trend p-value", p, "<", 0.05,
-            source=ours(f"the conventional 5% level of a one-sided permutation test of Spearman's ρ over all nets; the "
-                        f"direction, longer along the sweep, is the paper's ({where})"),
-            shown=f"p = {p:.2g} (ρ = {rho:.2f}); means " + " → ".join(f"{x.mean():.2f}" for x in lens),
-            inner=inner(runs, k, lambda s: trend_test([s[n][f"{kind}_len"] for n in names])[1], kind))
-    v.note(f"{kind} plateau: {names[-1]} − {names[0]}, difference of mean lengths",
-           (lens[-1].mean() - lens[0].mean()).item())
-
-
-def trend_verdict(claim, runs, hists, k, *, where):
-    """The verdict of a sweep (MLI-4, MLI-5): every net trained, and a longer plateau along the sweep in error and in
-    loss (`check_trend`)."""
-    v = Verdict(claim)
-    require_trained(v, runs, hists)
-    for kind in ("error", "loss"):
-        check_trend(v, runs, k, kind, where=where)
-    v.report()
-    return v
 
 
 def plot_interpolation(runs, k, styles=None):

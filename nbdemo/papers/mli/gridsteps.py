@@ -38,7 +38,8 @@ def shortening(arm, normal, n_alphas, factor="1/2"):
 
 
 def same_as_normal(model, output_degree=None):
-    """Whether `nbdemo.papers.mli.degree.degree_state` interpolates every bias of `model` at degree 1 in α, i.e. is
+    """Whether the homogeneous scheme with the output bias at `output_degree` (`nbdemo.papers.mli.metrics.
+    interpolated_state`) interpolates every bias of `model` at degree 1 in α, i.e. is
     the normal interpolation itself (layer h's bias has degree h, the output layer's `output_degree` when given):
     a net whose only bias is the output one at degree 1, or a net without biases. A statistic that compares that arm
     with the normal one is then fixed by construction."""

@@ -28,11 +28,19 @@ def layer_index(model):
     return {f"{names[m]}.bias": h for h, m in enumerate(layers, 1) if m.bias is not None}
 
 
-def interpolated_state(model, theta0, thetaT, alpha, scheme="normal"):
-    """The state dict of θ[α]: parameters interpolated per `scheme`, buffers taken from θ(T)."""
+def interpolated_state(model, theta0, thetaT, alpha, scheme="normal", output_degree=None):
+    """The state dict of θ[α]: parameters interpolated per `scheme`, buffers taken from θ(T).
+
+    output_degree: the output layer's bias (the last Linear/Conv layer's) at degree d in α, (1−α)^d b(0) + α^d b(T),
+    in place of the degree the scheme gives it (MLI-3's control; None: the scheme's)."""
     if scheme not in ("normal", "homogeneous"):
         raise ValueError(f"scheme={scheme!r}: choose 'normal' or 'homogeneous'")
     bias_layer = layer_index(model) if scheme == "homogeneous" else {}
+    if output_degree is not None:
+        names = {m: n for n, m in model.named_modules()}
+        out = f"{names[[m for m in model.modules() if isinstance(m, LAYERS)][-1]]}.bias"
+        if out in thetaT:
+            bias_layer[out] = output_degree
     params = dict(model.named_parameters())
     state = {}
     for name, t in thetaT.items():
@@ -72,11 +80,13 @@ def evaluate(net, X, y, batch_size=10_000):
 
 
 @torch.no_grad()
-def interpolate(model, theta0, thetaT, X, y, alphas, *, scheme="normal", batch_size=10_000, alpha_chunk=10):
+def interpolate(model, theta0, thetaT, X, y, alphas, *, scheme="normal", output_degree=None, batch_size=10_000,
+                alpha_chunk=10):
     """Loss and error curves along θ[α] for each α in `alphas`.
 
     model: an instance of the architecture (its own parameters are not used or changed).
     theta0, thetaT: state dicts at initialisation and after training.
+    scheme, output_degree: the path θ[α] (`interpolated_state`).
     The points of the path are evaluated `alpha_chunk` at a time, as the members of one vectorised ensemble
     (`nbdemo.ml.ensemble.ensemble_forward`); a net with BatchNorm, whose statistics are recomputed at each α, one
     at a time.
@@ -87,14 +97,14 @@ def interpolate(model, theta0, thetaT, X, y, alphas, *, scheme="normal", batch_s
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules()):
         curve = []
         for a in alphas.tolist():
-            net.load_state_dict(interpolated_state(model, theta0, thetaT, a, scheme))
+            net.load_state_dict(interpolated_state(model, theta0, thetaT, a, scheme, output_degree))
             _recompute_batchnorm(net, X, batch_size)
             curve.append(evaluate(net, X, y, batch_size))
         loss, error = (torch.tensor(c, dtype=torch.float64) for c in zip(*curve))
         return dict(alpha=alphas, loss=loss, error=error)
     loss, wrong = torch.zeros(len(alphas), dtype=torch.float64), torch.zeros(len(alphas), dtype=torch.float64)
     for c in torch.arange(len(alphas)).split(alpha_chunk):
-        states = [interpolated_state(model, theta0, thetaT, a, scheme) for a in alphas[c].tolist()]
+        states = [interpolated_state(model, theta0, thetaT, a, scheme, output_degree) for a in alphas[c].tolist()]
         stacked = {name: torch.stack([st[name] for st in states]) for name in states[0]}
         for i in range(0, len(X), batch_size):
             logits, t = ensemble_forward(net, stacked, X[i:i + batch_size]).double(), y[i:i + batch_size]

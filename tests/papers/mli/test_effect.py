@@ -79,13 +79,11 @@ def test_the_smallest_neighbouring_difference_is_of_means_not_of_single_nets():
     assert d == pytest.approx(0.0) and v.rows[0]["ok"]
 
 
-def test_a_nan_mean_length_gives_a_nan_smallest_difference_which_fails():
-    from nbdemo.claims.verdict import holds
+def test_a_length_off_the_grid_is_refused():
     from nbdemo.papers.mli.effect import smallest_step
-    summary = {"FCN4": {"error_len": torch.tensor([0.1])}, "FCN6": {"error_len": torch.tensor([math.nan])},
-               "FCN8": {"error_len": torch.tensor([0.3])}}
-    d = smallest_step(summary, list(summary), "error", 1 / 49)
-    assert math.isnan(d) and not holds(d, ">=", -1 / 49)
+    summary = {"FCN4": {"error_len": torch.tensor([0.1])}, "FCN6": {"error_len": torch.tensor([0.3])}}
+    with pytest.raises(ValueError, match="whole number of steps"):
+        smallest_step(summary, list(summary), "error", 50)
 
 
 def test_a_sweeps_verdict_checks_the_means_for_error_and_loss_and_notes_the_rank_trend():

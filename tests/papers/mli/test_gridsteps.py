@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from nbdemo.ml.models import MLP
-from nbdemo.papers.mli.degree import interpolate_degree
 from nbdemo.papers.mli.gridsteps import grid_steps, mean_length, same_as_normal, shortening
 from nbdemo.papers.mli.metrics import interpolate, plateau
 
@@ -51,7 +50,7 @@ def test_same_as_normal_says_when_the_curves_are_the_normal_ones(bias, degree):
     X, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
     alphas = torch.linspace(0, 1, 9)
     a = interpolate(model, theta0, thetaT, X, y, alphas)
-    b = interpolate_degree(model, theta0, thetaT, X, y, alphas, output_degree=degree)
+    b = interpolate(model, theta0, thetaT, X, y, alphas, scheme="homogeneous", output_degree=degree)
     assert torch.equal(a["loss"], b["loss"]) == same_as_normal(model, degree)
 
 

@@ -102,6 +102,42 @@ def test_homogeneous_relu_net_scales_output_by_alpha_power():
     assert not torch.allclose(net(X).detach(), 0.3 ** 4 * fT, rtol=1e-2)
 
 
+def degree_nets(bias, seed=0):
+    torch.manual_seed(seed)
+    model = MLP(6, 5, 4, 3, bias=bias, init="kaiming")
+    theta0 = {n: t.clone() for n, t in model.state_dict().items()}
+    thetaT = {n: t + torch.randn_like(t) for n, t in theta0.items()}
+    return model, theta0, thetaT
+
+
+def test_output_bias_takes_the_given_degree_and_the_rest_stays_homogeneous():
+    model, theta0, thetaT = degree_nets("all")
+    s = interpolated_state(model, theta0, thetaT, 0.5, "homogeneous", output_degree=2)
+    h = interpolated_state(model, theta0, thetaT, 0.5, "homogeneous")
+    out = "linears.3.bias"
+    assert torch.allclose(s[out], 0.25 * theta0[out] + 0.25 * thetaT[out])
+    assert all(torch.equal(s[n], h[n]) for n in s if n != out)
+
+
+def test_no_output_degree_is_the_papers_homogeneous_scheme():
+    for bias in ("all", "last", "none"):
+        model, theta0, thetaT = degree_nets(bias)
+        X, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
+        a = interpolate(model, theta0, thetaT, X, y, torch.linspace(0, 1, 7), scheme="homogeneous")
+        for degree in (None, 4):  # the output layer is layer 4: its homogeneous degree
+            b = interpolate(model, theta0, thetaT, X, y, torch.linspace(0, 1, 7), scheme="homogeneous",
+                            output_degree=degree, batch_size=16, alpha_chunk=3)
+            assert torch.allclose(a["loss"], b["loss"]) and torch.equal(a["error"], b["error"])
+
+
+def test_output_degree_one_is_the_normal_scheme_for_an_output_bias_only():
+    model, theta0, thetaT = degree_nets("last")
+    X, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
+    a = interpolate(model, theta0, thetaT, X, y, torch.linspace(0, 1, 5))
+    b = interpolate(model, theta0, thetaT, X, y, torch.linspace(0, 1, 5), scheme="homogeneous", output_degree=1)
+    assert torch.allclose(a["loss"], b["loss"]) and torch.equal(a["error"], b["error"])
+
+
 def test_batchnorm_statistics_recomputed_not_interpolated():
     torch.manual_seed(0)
     model = MLP(5, 8, 2, 2, norm="bn")
@@ -216,13 +252,14 @@ def test_class_losses_and_learning_steps():
 
 
 def test_untrained_ensemble_interpolates_to_a_flat_curve():
-    from nbdemo.papers.mli.experiment import plateaus, train_and_interpolate
+    from nbdemo.papers.mli.batched import sweep_experiment
+    from nbdemo.papers.mli.experiment import plateaus
     X, y = torch.randn(60, 5), torch.arange(60) % 3
-    curves, _ = train_and_interpolate(lambda: MLP(5, 8, 3, 3), 2, X, y, X, y, torch.linspace(0, 1, 5), steps=0,
-                                      lr=0.1, progress=False)
-    for c in curves["normal"]:  # θ(T) = θ(0): every α is the initial network
+    runs, _ = sweep_experiment({"a": lambda: MLP(5, 8, 3, 3)}, X, y, torch.linspace(0, 1, 5), n_models=2, steps=0,
+                               lr=0.1)
+    for c in runs["a"]:  # θ(T) = θ(0): every α is the initial network
         assert torch.allclose(c["loss"], c["loss"][0].expand(5))
-    assert plateaus(curves["normal"], 3, eps_frac=10.0)["loss_len"].tolist() == [1.0, 1.0]
+    assert plateaus(runs["a"], 3, eps_frac=10.0)["loss_len"].tolist() == [1.0, 1.0]
 
 
 def test_vgg_out_scale_multiplies_the_output():
