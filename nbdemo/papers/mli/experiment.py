@@ -53,8 +53,9 @@ class VGG(nn.Module):
 
 
 def class_loss_and_bias(model, X, y, k):
-    """A `record(params, step)` callback for `train_ensemble`: per-class mean loss (N, k), per-class largest sample
-    loss (N, k) and output bias (N, k)."""
+    """A `record(params, step)` of an ensemble's stacked state dict `params` (as `nbdemo.ml.mlps.train_mlps` and
+    `nbdemo.ml.ensemble.train_ensemble` hold it): per-class mean loss (N, k), per-class largest sample loss (N, k)
+    and output bias (N, k)."""
     bias = f"linears.{len(model.linears) - 1}.bias"
 
     def record(params, step):
