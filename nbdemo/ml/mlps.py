@@ -155,6 +155,7 @@ def train_mlps(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=0
         orders = map(torch.stack, zip(*(batches(len(X), batch_size, steps, seed + i, X.device) for i in range(n))))
     layers = [(C, b0)] + [(W, b) for _, W, b in hidden] + [(last_W, last_b)]
     params = [W for W, _ in layers] + [b for _, b in layers if b is not None]
+
     def part(s, W, b, lo=0):  # the nets of setting s in a stack that starts at net `lo`
         rows = slice(s * n - lo, (s + 1) * n - lo)
         return W[rows], None if b is None else b[rows]
