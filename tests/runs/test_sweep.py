@@ -20,7 +20,6 @@ import dask
 import nbformat
 import psutil
 import pytest
-import torch
 
 from nbdemo import cli
 from nbdemo.claims.registry import CLAIMS, ROOT
