@@ -19,14 +19,14 @@ import torch
 
 from nbdemo.claims.verdict import Verdict, ours
 from nbdemo.papers.mli.experiment import PLATEAU, inner, plateaus, require_trained
-from nbdemo.papers.mli.gridsteps import grid_steps, mean_length
+from nbdemo.papers.mli import gridsteps
 from nbdemo.papers.mli.metrics import trend_test
 
 
 def mean_lengths(summary, names, kind, n_alphas):
     """The mean `kind` plateau length over the nets of each setting, in the order of `names`, exactly
     (`nbdemo.papers.mli.gridsteps.mean_length`: Fractions of α); summary as `summarize` returns it."""
-    return [mean_length(summary[n][f"{kind}_len"], n_alphas) for n in names]
+    return [gridsteps.mean_length(summary[n][f"{kind}_len"], n_alphas) for n in names]
 
 
 def end_difference(summary, names, kind, n_alphas):
@@ -84,8 +84,8 @@ def note_trend(v, runs, k, kind):
     plateau length, over all nets (`trend_test`): how unlikely the order is if place and length were unrelated.
     Returns (rho, p)."""
     n_alphas = _n_alphas(runs)  # lengths in whole grid steps, so that equal lengths tie
-    rho, p = trend_test([torch.tensor(grid_steps(plateaus(c, k)[f"{kind}_len"], n_alphas), dtype=torch.float64)
-                         for c in runs.values()])
+    rho, p = trend_test([torch.tensor(gridsteps.grid_steps(plateaus(c, k)[f"{kind}_len"], n_alphas),
+                                      dtype=torch.float64) for c in runs.values()])
     v.note(f"{kind} plateau: rank trend along the sweep over all nets, one-sided permutation p-value of Spearman's ρ",
            p, shown=f"p = {p:.2g} (ρ = {rho:.2f})")
     return rho, p
