@@ -1,23 +1,14 @@
 import pytest
 import torch
 
-from nbdemo.ml.models import MLP
 from nbdemo.ml.ensemble import train_ensemble
+from nbdemo.ml.models import MLP
 from nbdemo.ml.mlps import stacked_state
 from nbdemo.papers.mli.batched import interpolate_nets, sweep_experiment
 from nbdemo.papers.mli.metrics import interpolate
+from tests.ml.test_mlps import data, nets  # the small data and nets of the trainer's tests
 
 ALPHAS = torch.linspace(0, 1, 12)
-
-
-def data(n=60, d=8, k=3):
-    torch.manual_seed(0)
-    return torch.randn(n, d), torch.randint(0, k, (n,))
-
-
-def nets(depth, bias, seed, n=3, d=8):
-    torch.manual_seed(seed)
-    return [MLP(d, 6, depth, 3, bias=bias, init="kaiming", out_scale=0.5) for _ in range(n)]
 
 
 @pytest.mark.parametrize("scheme, degree", [("normal", None), ("homogeneous", None), ("homogeneous", 1),
