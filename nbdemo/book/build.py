@@ -1,6 +1,7 @@
 """Assemble the Jupyter Book: the executed notebooks and the generated pages (`nbdemo.book.pages`) staged as a book's
 sources, its configuration, and the offline HTML build."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from nbdemo.book.staging import book_notebook, relabel
 from nbdemo.book.findings import findings
 from nbdemo.book.pages import chapter, citation, dashboard, findings_by_claim, summary, urls
 from nbdemo.claims.registry import CLAIMS, PAPERS, ROOT
-from nbdemo.runs import evidence, params, rules, runner, store
+from nbdemo.runs import evidence, rules, runner, store
 
 BOOK = ROOT / "book"
 STATIC = ["_config.yml", "intro.md", "references.bib"] + [f"{p.lower()}.md" for p in PAPERS]
@@ -34,11 +35,6 @@ def executed(profile):
         if c.notebook.exists():
             done[c] = runner.latest(c, profile) or runner.run(c, profile)
     return done
-
-
-def other_profiles(claim):
-    """[(profile, its executed notebook)] committed in results/ for the profiles other than the default."""
-    return [(p, nb) for p in params.profiles(claim) if p != "default" and (nb := store.executed(claim, p))]
 
 
 def stage(done, profile):
@@ -63,11 +59,11 @@ def stage(done, profile):
     sections, found = {}, findings_by_claim(done)
     for claim, (path, meta) in done.items():
         others = []
-        for other, nb_path in other_profiles(claim):
-            nb = nbformat.read(nb_path, as_version=4)
-            nb = book_notebook(relabel(nb, other), nb.metadata["nbdemo"])
-            nbformat.write(nb, src / "claims" / f"{claim.id}-{other}.ipynb")
-            others.append((other, f"{claim.id}-{other}", nb.metadata["nbdemo"]))
+        for other, nb_path in store.kept(claim):
+            nb, suffix = nbformat.read(nb_path, as_version=4), re.sub(r"[^A-Za-z0-9_-]", "-", other)  # a page's name
+            nb = book_notebook(relabel(nb, suffix), nb.metadata["nbdemo"])
+            nbformat.write(nb, src / "claims" / f"{claim.id}-{suffix}.ipynb")
+            others.append((other, f"{claim.id}-{suffix}", nb.metadata["nbdemo"]))
         s = summaries.get(claim)
         stored = ""
         if s and store.path(claim, profile).exists():  # the stored results, downloadable from the page

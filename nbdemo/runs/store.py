@@ -247,7 +247,7 @@ def status(claim, profile="default", overrides=None):
     return {s: (r, r["fingerprint"] == fingerprint.of(claim, {**full, "seed": s}, code)) for s, r in runs.items()}
 
 
-def executed(claim, profile):
-    """A committed executed notebook of a non-default profile (e.g. a paper profile run on a GPU), or None."""
-    nb = RESULTS / profile / f"{claim.id}.ipynb"
-    return nb if nb.exists() else None
+def kept(claim):
+    """[(run name, executed notebook)] of the claim's runs kept in results/<run>/ by `nbdemo run ... --keep`: a paper
+    profile run on a GPU, say, named by its profile and its overrides (`paper`, `paper-steps=60000`)."""
+    return sorted((nb.parent.name, nb) for nb in RESULTS.glob(f"*/{claim.id}.ipynb"))

@@ -47,7 +47,8 @@ CONTROL_COLOURS = {N: COLOURS[R], R: COLOURS[N], rules.MIXED: COLOURS[rules.MIXE
 def plain(s):
     """Text as the browser shows it, with Sphinx's typographic quotes made straight again."""
     return s.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
-OTHER = (CLAIMS["TFD-1"], "paper", "NVIDIA H100 80GB HBM3")  # an executed paper-profile notebook committed into results/
+# executed notebooks of other profiles kept in results/ (`nbdemo run --keep`): a named profile, and one with overrides
+OTHERS = [(CLAIMS["TFD-1"], "paper", "NVIDIA H100 80GB HBM3"), (CLAIMS["TFD-1"], "paper-steps=600", "NVIDIA H200")]
 
 
 def committed():
@@ -94,12 +95,12 @@ def build_book(tmp, done, swept, fake_meta):
             for seed, outcome in enumerate(control or []):
                 store.store(claim, fake_meta(claim, seed, outcome, profile="control"), "control")
         synthetic_history(next(iter(swept)))
-        claim, profile, gpu = OTHER
-        nb = nbformat.read(done[claim][0], as_version=4)
-        nb.metadata["nbdemo"] = {**nb.metadata["nbdemo"], "profile": profile,
-                                 "provenance": {**nb.metadata["nbdemo"]["provenance"], "device": "cuda", "gpu": gpu}}
-        (tmp / "results" / profile).mkdir(parents=True)
-        nbformat.write(nb, tmp / "results" / profile / f"{claim.id}.ipynb")
+        for claim, run, gpu in OTHERS:
+            nb = nbformat.read(done[claim][0], as_version=4)
+            nb.metadata["nbdemo"] = {**nb.metadata["nbdemo"], "profile": run.split("-")[0],
+                                     "provenance": {**nb.metadata["nbdemo"]["provenance"], "device": "cuda", "gpu": gpu}}
+            (tmp / "results" / run).mkdir(parents=True)
+            nbformat.write(nb, tmp / "results" / run / f"{claim.id}.ipynb")
         return book.build(strict=True, done=done, out=tmp / "out")
 
 
@@ -369,15 +370,17 @@ def test_a_stale_claim_is_never_shown_as_current(built, browser):
     assert "box-stale" in box.get_attribute("class") and "Stale: this is the last stored headline" in box.text
 
 
-def test_results_of_other_profiles_are_shown_beside_the_default(built, browser):
+@pytest.mark.parametrize("other", OTHERS, ids=lambda o: o[1])
+def test_results_of_other_profiles_are_shown_beside_the_default(built, browser, other):
     index, done, _ = built
-    claim, profile, gpu = OTHER
+    claim, run, gpu = other
     if claim not in done:
         pytest.skip(f"{claim.id} has no committed notebook")
     visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
     box = browser.find_element("css selector", ".admonition.seeds")
-    link = box.find_element("link text", profile)
-    assert gpu in box.text and local_path(link.get_attribute("href")).name == f"{claim.id}-{profile}.html"
+    link = box.find_element("link text", run)
+    page = f"{claim.id}-{run.replace('=', '-')}.html"
+    assert gpu in box.text and local_path(link.get_attribute("href")).name == page
     visit(browser, link.get_attribute("href"))
     assert gpu in next(e.text for e in browser.find_elements("css selector", ".admonition") if "Provenance" in e.text)
 
