@@ -46,8 +46,11 @@ def kernel_manager():
         sockets.cleanup()
         raise NotebookFailed(f"the kernel's sockets would be in {sockets.name}, a path too long for a Unix socket; "
                              "set TMPDIR to a shorter folder")
-    return KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets.name}/kernel",
-                         connection_file=f"{sockets.name}/kernel.json"), sockets
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets.name}/kernel",
+                       connection_file=f"{sockets.name}/kernel.json")
+    # no IPython history database: kernels running at once collide in it ("ERROR! Session/line number was not unique")
+    km.kernel_spec.argv.append("--HistoryManager.enabled=False")
+    return km, sockets
 
 
 # The environment of every kernel, where the user has not set these:
