@@ -6,6 +6,8 @@ and the threshold's source (a place in the paper, or `ours` with its reason).
     v.require("L=5: training stayed finite", ...)
     v.check("L=5: Eq. 10 fits the top 100 PCs: mean |gap|", gap, "<", 0.1, source=ours("a tenth of the unit distance"))
     v.check("critical freq. vs accessibility: r", r, "<", 0, source=paper("Fig. 8", 364), reported="-0.93")
+    v.check("'always positive': share of steps with o > 0", share, ">=", 1, source=ours("the literal 'always'"),
+            alternatives={"the figure's reading, mean - sd > 0": alt(share_sd, ">", 0.854, "Fig. 3 shows mean ± sd")})
     v.note("step of the highest similarity", 540)
     v.report()
 
@@ -62,11 +64,21 @@ def paper(where, line=None):
     return {"from": "paper", "where": str(where), **({"line": int(line)} if line is not None else {})}
 
 
-def ours(why):
-    """A threshold of this book's, not the paper's, with the one-line reason it was chosen."""
+def ours(why, no_alternative=None):
+    """A threshold of this book's, not the paper's, with the one-line reason it was chosen; a row that depends on it
+    declares its `alternatives`, or says here why no other reading is plausible (`no_alternative`)."""
     if not str(why).strip():
         raise ValueError("ours(...) needs the reason for the threshold")
-    return {"from": "ours", "why": str(why)}
+    if no_alternative is not None and not str(no_alternative).strip():
+        raise ValueError("ours(..., no_alternative=...) needs the reason no other reading is plausible")
+    return {"from": "ours", "why": str(why),
+            **({"no_alternative": str(no_alternative)} if no_alternative is not None else {})}
+
+
+def alt(value, op=None, threshold=None, why=""):
+    """An alternative reading of a row, computed on the same networks in the same run: its statistic, and its
+    comparison and threshold where they differ from the row's, with the reason a careful reader could choose it."""
+    return {"value": value, "op": op, "threshold": threshold, "why": why}
 
 
 def source_text(source):
@@ -111,6 +123,19 @@ def _stored(value):
     return xs if isinstance(value, (list, tuple)) else xs[0]
 
 
+def _alternatives(name, op, threshold, alternatives):
+    """{name: {"value", "op", "threshold", "ok", "why"}} as stored: each alternative judged by its own comparison."""
+    out = {}
+    for what, a in alternatives.items():
+        a = a if isinstance(a, dict) else alt(*a)
+        a_op, a_t = a.get("op") or op, threshold if a.get("threshold") is None else a["threshold"]
+        if a_op not in OPS or not str(a.get("why", "")).strip():
+            raise ValueError(f"{name!r}: alternative {what!r} needs a comparison of {', '.join(OPS)} and its reason")
+        out[str(what)] = {"value": _stored(a["value"]), "op": a_op, "threshold": _stored(a_t),
+                          "ok": holds(a["value"], a_op, a_t), "why": str(a["why"])}
+    return out
+
+
 def _inner(name, inner):
     """{threshold: [value lower, value higher] or None}, as stored."""
     out = {}
@@ -139,7 +164,8 @@ class Verdict:
         if any(r["name"] == name for r in self.rows):
             raise ValueError(f"{name!r}: two rows of one verdict have this name")
 
-    def _row(self, kind, name, value, op, threshold, source, reported, shown, expected, inner=None):
+    def _row(self, kind, name, value, op, threshold, source, reported, shown, expected, inner=None,
+             alternatives=None):
         if op not in OPS:
             raise ValueError(f"{name!r}: comparison {op!r} is not one of {', '.join(OPS)}")
         if not isinstance(source, dict) or source.get("from") not in ("paper", "ours"):
@@ -153,21 +179,30 @@ class Verdict:
                           "expected": (expected or f"{op} {fmt_value(t)}")
                           + (f" (paper {reported})" if reported is not None else ""),
                           "measured": shown if shown is not None else fmt_value(_stored(value)), "ok": ok,
-                          **({"inner": _inner(name, inner)} if inner else {})})
+                          **({"inner": _inner(name, inner)} if inner else {}),
+                          **({"alternatives": _alternatives(name, op, threshold, alternatives)}
+                             if alternatives else {})})
 
-    def require(self, name, value, op, threshold, *, source, reported=None, shown=None, expected=None, inner=None):
+    def require(self, name, value, op, threshold, *, source, reported=None, shown=None, expected=None, inner=None,
+                alternatives=None):
         """A requirement: `value op threshold` must hold. shown/expected: the table's text for the measured value
-        and the comparison, where the numbers alone would not read well. inner: see `check`."""
-        self._row("requirement", name, value, op, threshold, source, reported, shown, expected, inner)
+        and the comparison, where the numbers alone would not read well. inner, alternatives: see `check`."""
+        self._row("requirement", name, value, op, threshold, source, reported, shown, expected, inner, alternatives)
 
-    def check(self, name, value, op, threshold, *, source, reported=None, shown=None, expected=None, inner=None):
+    def check(self, name, value, op, threshold, *, source, reported=None, shown=None, expected=None, inner=None,
+              alternatives=None):
         """A check of the claim: `value op threshold` must hold; `reported` is the paper's own value, if it gives one.
 
         inner: the thresholds of ours inside the metric that computes `value` (a plateau's tolerance, a hold of 3
         points), {"name of the threshold, with its value": (value with it 10% lower, value with it 10% higher)},
         or None for a threshold that is declared but not varied. The book then judges the claim with each variant
-        (`nbdemo.runs.evidence`)."""
-        self._row("check", name, value, op, threshold, source, reported, shown, expected, inner)
+        (`nbdemo.runs.evidence`).
+
+        alternatives: the readings of ours a careful reader could have chosen instead (another reading of the paper's
+        words, window, estimator range, record spacing, threshold), each computed on the same networks:
+        {"name": alt(value, op, threshold, why)}; op and threshold default to the row's. The book shows the headline
+        under each, and whether it is robust to them. The primary reading is the paper's most literal one."""
+        self._row("check", name, value, op, threshold, source, reported, shown, expected, inner, alternatives)
 
     def note(self, name, value=None, *, shown=None, reported=None):
         """A reported value: a number (or several), or only a text (`shown`)."""
@@ -198,6 +233,9 @@ class Verdict:
         lines.insert(1, "  ".join("-" * w for w in widths))
         reasons = sorted({r["source"]["why"] for r in self.rows if r["source"] and r["source"]["from"] == "ours"})
         lines += ["", "Thresholds marked ours:"] + [f"- {why}" for why in reasons] if reasons else []
+        alts = [f"- {r['name']}: {name}: {fmt_value(a['value'])} {a['op']} {fmt_value(a['threshold'])}, "
+                f"{mark[a['ok']]} ({a['why']})" for r in self.rows for name, a in (r.get("alternatives") or {}).items()]
+        lines += ["", "Alternative readings (the headline is judged under each too):"] + alts if alts else []
         lines.append(f"{self.claim}: {describe(self.rows)}")
         return "\n".join(lines)
 

@@ -37,35 +37,52 @@ def summary(claim, profile="default", overrides=None):
 
 
 def control(claim):
-    """{"profile": "control" or None, "about": what the control is, or why the claim has none}; None when the claim
-    declares neither."""
+    """{"profile": "control" or None, "about": what the control is, or why the claim has none, "untested": the
+    checks it does not test by construction, {check: reason}}; None when the claim declares neither."""
     texts = params.profile_file(claim)
     if rules.CONTROL in params.profiles(claim):
-        return {"profile": rules.CONTROL, "about": texts.get("control about", "")}
+        return {"profile": rules.CONTROL, "about": texts.get("control about", ""),
+                "untested": {str(k): str(v) for k, v in (texts.get("control untested") or {}).items()}}
     if "no control" in texts:
-        return {"profile": None, "about": texts["no control"]}
+        return {"profile": None, "about": texts["no control"], "untested": {}}
     return None
 
 
 def assess(claim, profile="default"):
     """Everything the book and `nbdemo list` show of a claim's evidence, or None when nothing is stored: its stored
-    runs (`summary`), judged against its control (`rules.judge`: the headline, k of n and the interval, untested and
-    uninformative checks), the control's own summary, flips and inner thresholds (`sensitivity`), effect sizes, and,
-    for the default profile, its history (`past`)."""
+    runs (`summary`); for the default profile its history (`past`) and the fresh seeds that decide; the judgement
+    against its control (`rules.judge`: the deciding tally "headline", "k", "n", "inconclusive", "low", "high", the
+    tally over every seed "all_seeds", untested and uninformative checks); the headline under each declared
+    alternative ("alternatives", "robust", "depends", `sensitivity.readings`), the thresholds of ours inside metrics
+    ("inner"), the rows whose choice of ours declares no alternative ("undeclared"), flips and effect sizes; and the
+    control's own summary."""
     s = summary(claim, profile)
     if not s:
         return None
     decl = control(claim) if profile == "default" else None
     ctrl = summary(claim, rules.CONTROL) if decl and decl["profile"] else None
     control_runs = (ctrl["runs"] if ctrl else {}) if decl and decl["profile"] else None
-    j = rules.judge(s["runs"], control_runs)
-    flips = sensitivity.flips(s["runs"], control_runs, j["headline"])
-    inner = sensitivity.inner(s["runs"], control_runs, j["headline"])
-    return {**s, **j, "declared": decl, "control": ctrl, "flips": flips, "inner": inner,
-            "stale_control": ctrl["stale"] if ctrl else [],
+    h = past(claim, s["runs"]) if profile == "default" else None
+
+    def judge(runs, control_runs):
+        return rules.judge(runs, control_runs, decl["untested"] if decl else None,
+                           h["fresh"]["seeds"] if h else None)
+    j = judge(s["runs"], control_runs)
+    found = sensitivity.readings(judge, s["runs"], control_runs, j["headline"])
+    flips = sensitivity.flips(judge, s["runs"], control_runs, j["headline"])
+    inner = {key.rpartition(", ")[0]: None for key in found if key.endswith(sensitivity.INNER)}
+    for key in inner:
+        lower, higher = (found[f"{key}, {side}"]["headline"] for side in sensitivity.INNER)
+        inner[key] = {"lower": lower, "higher": higher, "sensitive": j["headline"] != lower or j["headline"] != higher}
+    inner |= {key: None for key in sensitivity.not_varied(s["runs"])}
+    if h:
+        h["fresh"] |= {k: j[k] for k in ("headline", "k", "n", "inconclusive", "total", "low", "high")}
+    return {**s, **j, **sensitivity.robustness(found), "alternatives": found,
+            "undeclared": sensitivity.undeclared(s["runs"]), "declared": decl, "control": ctrl,
+            "flips": flips, "inner": inner, "stale_control": ctrl["stale"] if ctrl else [],
             "sensitive": any(f and f["sensitive"] for f in [*flips.values(), *inner.values()]),
-            "effects": sensitivity.effects(s["runs"], control_runs),
-            "history": past(claim, j["outcomes"]) if profile == "default" else None}
+            "effects": sensitivity.effects(s["runs"], control_runs), "history": h,
+            "fresh": h["fresh"] if h else {"seeds": sorted(s["runs"]), "since": None}}
 
 
 # ---------------------------------------------------------------- what the history says
@@ -152,11 +169,15 @@ def brief(changes):
     return [f"{label} ({n})" for label, n in counts.items()] + [text for _, text, label in changes if not label]
 
 
-def past(claim, outcomes):
-    """The claim's history as the book shows it, with `outcomes` ({seed: outcome} of the store now, judged):
-    {"items": states and revisions in time order, each a state with "changes" or a revision, and "revised" (after
-    results); "revised": how many revisions after results, "declared": how many of them were declared;
-    "fresh": {"seeds" first run after the last revision, "since" (its time, or None), **their `rules.tally`}}."""
+def past(claim, runs):
+    """The claim's history as the book shows it, with `runs` ({seed: record} of the store now): {"items": states and
+    revisions in time order, each a state with "changes" or a revision, and "revised" (after results); "revised":
+    how many revisions after results, "declared": how many of them were declared; "fresh": {"seeds" of the store
+    first run after the last revision after results, "since" (its time, or None)}}.
+
+    The last revision is the latest declared revision after results, or the latest state whose changes were a
+    revision and were not declared before it (a state's declared changes count from their declaration). A seed's
+    first run is the start of its run in the first state that holds it (the state's time where not recorded)."""
     h = history.load(claim)
     h["revisions"] += history.pending(claim, history.now())
     items, first, last = [], {}, None
@@ -164,7 +185,7 @@ def past(claim, outcomes):
         ch = changes(h["states"][i - 1], s) if i else []
         items.append({**s, "changes": ch, "revised": any(kind in history.KINDS for kind, *_ in ch)})
         for seed in s["seeds"]:
-            first.setdefault(int(seed), s["at"])
+            first.setdefault(int(seed), s.get("started", {}).get(seed) or s["at"])
     start = h["states"][0]["at"] if h["states"] else None
     items += [{**r, "revision": True, "revised": start is not None and r["at"] > start} for r in h["revisions"]]
     items.sort(key=lambda e: e["at"])
@@ -176,8 +197,8 @@ def past(claim, outcomes):
         else:  # a state's changes were declared when a revision after results came since the state before
             e["declared"], declared_since = declared_since, False
             undeclared += e["revised"] and not e["declared"]
-        if e["revised"]:
+        if e["revised"] and (e.get("revision") or not e["declared"]):
             last = e["at"]
-    fresh = sorted(s for s in outcomes if last is None or s not in first or first[s] > last)
+    fresh = sorted(s for s in runs if last is None or s not in first or first[s] > last)
     return {"items": items, "revised": n_declared + undeclared, "declared": n_declared,
-            "fresh": {"seeds": fresh, "since": last, **rules.tally([outcomes[s] for s in fresh])}}
+            "fresh": {"seeds": fresh, "since": last}}

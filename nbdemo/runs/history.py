@@ -41,6 +41,14 @@ def utc(stamp):
     return datetime.fromisoformat(stamp).astimezone(timezone.utc).isoformat(timespec="seconds")
 
 
+def _time(stamp):
+    """A run's start in UTC, or None where it is not a time."""
+    try:
+        return utc(stamp)
+    except (TypeError, ValueError):
+        return None
+
+
 def blob(data):
     """The git blob id of a file's bytes (what `git hash-object` prints)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
@@ -66,16 +74,19 @@ def state(default, control, parameters, profile_file):
     notebook's parameters then (None where they could not be read) and its profile file then."""
     runs, control_runs = _runs(default), _runs(control)
     declared = isinstance(profile_file.get(rules.CONTROL), dict)
-    j = rules.judge(runs, control_runs if declared else None)
+    j = rules.judge(runs, control_runs if declared else None, profile_file.get("control untested"))
     rows = {}
     for rec in runs.values():
         for r in rec["rows"]:
             rows.setdefault(r["name"], [r["kind"], r.get("op"), r.get("threshold"), _source(r)])
     made = max(runs.values(), key=lambda r: r.get("started") or "").get("commit") if runs else None
     return {"key": f"{blob(default)}:{blob(control) if control else '-'}", "code": made,
-            "headline": j["headline"], "k": j["k"], "n": j["n"], "low": round(j["low"], 4),
+            "headline": j["headline"], "k": j["k"], "n": j["n"], "inconclusive": j["inconclusive"],
+            "low": round(j["low"], 4),
             "high": round(j["high"], 4), "rule": rules.RULE_ID,
-            "seeds": {str(s): {"outcome": rec["outcome"], "digest": _digest(rec["rows"])} for s, rec in sorted(runs.items())},
+            "seeds": {str(s): {"outcome": rec["outcome"], "digest": _digest(rec["rows"])}
+                      for s, rec in sorted(runs.items())},
+            "started": {str(s): t for s, rec in sorted(runs.items()) if (t := _time(rec.get("started")))},
             "rows": rows, "parameters": None if parameters is None else {k: v for k, v in parameters.items() if k != "seed"},
             "control": {"profile": profile_file[rules.CONTROL],
                         "seeds": {str(s): _digest(rec["rows"]) for s, rec in sorted(control_runs.items())}}

@@ -18,7 +18,7 @@ from nbdemo.ml.catalog import DATASETS, PRECISIONS
 PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 # Keys of a profile file that are texts, not profiles: what the `control` profile is and why it must fail the checks,
 # or why the claim has no control (see nbdemo.runs.evidence).
-CONTROL_TEXTS = ("control about", "no control")
+CONTROL_TEXTS = ("control about", "control untested", "no control")
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*", re.ASCII)  # also a folder's name: results/<profile>/
 
 

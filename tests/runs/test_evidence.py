@@ -50,6 +50,7 @@ def store(tmp_path, monkeypatch):
     (tmp_path / "profiles" / "MLI-7.yml").write_text(
         "control:\n  steps: 0\ncontrol about: the untrained network\n")
     monkeypatch.setattr(params, "PROFILES", tmp_path / "profiles")
+    monkeypatch.setattr(rules, "FRESH_SEEDS", 5)  # five synthetic seeds, never revised: all fresh, enough here
 
     def put(profile, ratios, gaps=None):
         for seed, ratio in enumerate(ratios):
@@ -58,13 +59,24 @@ def store(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("outcomes, headline", [
-    ([R] * 5, R), ([R] * 4 + [N], rules.MIXED), ([R] * 4 + [I], rules.MIXED), ([N] * 5, N),
-    ([N] * 4 + [R], rules.MIXED), ([N] * 3 + [I] * 2, N), ([I] * 3 + [R] * 2, I), ([I] * 2 + [R] * 3, rules.MIXED),
+    ([R] * 5, R), ([R] * 4 + [N], rules.MIXED), ([N] * 5, N), ([N] * 4 + [R], rules.MIXED),
     ([R] * 9 + [N], R), ([R] * 8 + [N] * 2, rules.MIXED), ([R] + [N] * 9, N), ([R] * 2 + [N] * 8, rules.MIXED),
-    ([I] * 6 + [R] * 4, I), ([I] * 5 + [R] * 5, rules.MIXED), ([R] * 4, rules.TOO_FEW), ([], rules.TOO_FEW),
+    # k of the conclusive runs: 4 of 4 is REPRODUCED (0.51), 3 of 3 and 0 of 3 are MIXED, 5 of 5 beside 5
+    # inconclusive is REPRODUCED; more than half inconclusive is INCONCLUSIVE
+    ([R] * 4 + [I], R), ([I] * 2 + [R] * 3, rules.MIXED), ([N] * 3 + [I] * 2, rules.MIXED), ([I] * 5 + [R] * 5, R),
+    ([I] * 3 + [R] * 2, I), ([I] * 6 + [R] * 4, I), ([R] * 4, rules.TOO_FEW), ([], rules.TOO_FEW),
 ])
 def test_headline_over_seeds_by_its_wilson_interval(outcomes, headline):
     assert rules.headline(outcomes) == headline
+
+
+def test_the_tally_counts_the_conclusive_runs_and_the_inconclusive_beside_them():
+    """MLI-3's 9 conclusive runs, all REPRODUCED, beside 6 inconclusive: 9 of 9, not 9 of 15."""
+    t = rules.tally([R] * 9 + [I] * 6)
+    assert (t["headline"], t["k"], t["n"], t["inconclusive"], t["total"]) == (R, 9, 9, 6, 15)
+    assert t["low"] == pytest.approx(rules.wilson(9, 9)[0]) and rules.wilson(0, 0) == (0.0, 1.0)
+    assert rules.tally([R] * 9, fresh_needed=10)["headline"] == rules.UNCONFIRMED
+    assert rules.tally([R] * 10, fresh_needed=10)["headline"] == R
 
 
 def test_the_interval_at_the_boundaries():
@@ -123,18 +135,21 @@ def test_a_control_whose_statistic_is_not_finite_tests_nothing(store):
     assert set(a["outcomes"].values()) == {I}
 
 
-def test_a_control_fixed_by_construction_tests_nothing(store):
-    """The same value in every control seed while the claim's varies ("end minus init" is 0 at init) is untested; a
-    value the claim shares in every seed too is not fixed by construction."""
+def test_a_control_tests_a_check_unless_its_profile_declares_it_fixed_by_construction(store, tmp_path):
+    """The same value in every control seed is what the control's networks did, and is tested (a net that predicts
+    one class counts 1 category in every seed); only the profile's `control untested` (with its reason) makes a
+    check untested by construction."""
     store("default", [6, 7, 8, 9, 6.5], gaps=[0.5, 0.6, 0.7, 0.8, 0.9])
-    store("control", [1, 2, 3, 1, 2], gaps=[0] * 5)
+    store("control", [5.5] * 5, gaps=[0] * 5)  # the ratio passes in every control seed, the gap fails
     a = evidence.assess(MLI7)
-    assert a["untested"] == {"plateau gap": "the same value (0) in every control seed, while it varies over the seeds"}
-    assert a["headline"] == R  # the ratio is tested, and fails in the control: informative
-    store("control", [5.5] * 5, gaps=[0] * 5)  # now both are fixed (the ratio passes there, by construction)
-    assert evidence.assess(MLI7)["headline"] == I
-    constant = runs_of([6] * 5)  # both statistics the same in every seed of the claim too: tested
-    assert rules.judge(constant, runs_of([1] * 5, gaps=[-1] * 5))["untested"] == {}
+    assert a["untested"] == {} and a["uninformative"] == ["ratio s1/s2"] and a["headline"] == R
+    (tmp_path / "profiles" / "MLI-7.yml").write_text(
+        "control:\n  steps: 0\ncontrol about: the untrained network\n"
+        "control untested:\n  plateau gap: the gap is 0 at step 0 by its definition\n")
+    a = evidence.assess(MLI7)
+    assert a["untested"] == {"plateau gap": "by construction: the gap is 0 at step 0 by its definition"}
+    assert a["declared"]["untested"] == {"plateau gap": "the gap is 0 at step 0 by its definition"}
+    assert a["headline"] == I  # the ratio is uninformative and the gap untested: nothing tested and informative
 
 
 def test_a_check_is_informative_only_through_a_control_finite_in_4_of_5_seeds():
@@ -185,29 +200,36 @@ def test_a_threshold_at_zero_moves_by_the_statistics_spread():
         return {"rows": v.rows}
     control = {s: verdict(-1.0 - s) for s in range(5)}
     near = {s: verdict(x) for s, x in enumerate([0.00038, 0.002, 0.003, 0.001, 0.0025])}
-    f = evidence.sensitivity.flips(near, control, rules.judge(near, control)["headline"])["loss still falling"]
+    f = evidence.sensitivity.flips(rules.judge, near, control, rules.judge(near, control)["headline"])[
+        "loss still falling"]
     assert f["at"] == 0.00038 and f["headline"] == rules.MIXED and f["step"] == pytest.approx(statistics.stdev([0.00038, 0.002, 0.003, 0.001, 0.0025]))
     assert f["sensitive"]
     far = {s: verdict(x) for s, x in enumerate([0.5, 0.6, 0.55, 0.7, 0.65])}
-    f = evidence.sensitivity.flips(far, control, R)["loss still falling"]
+    f = evidence.sensitivity.flips(rules.judge, far, control, R)["loss still falling"]
     assert f["at"] == 0.5 and not f["sensitive"]
     same = {s: verdict(0.4) for s in range(5)}  # no spread: the median absolute value is the step
     assert evidence.sensitivity.scale(same, "loss still falling") == 0.4
 
 
-def test_thresholds_inside_a_metric_are_varied_and_can_make_a_claim_sensitive():
+def test_thresholds_inside_a_metric_are_alternatives_and_can_make_a_claim_sensitive(store):
     def verdict(x, lower, higher):
         v = Verdict("MLI-7")
         v.check("plateau length", x, ">", 10, source=paper("Fig. 3"),
                 inner={"eps = 0.05 log k (ours)": (lower, higher), "3-point hold (ours)": None})
-        return {"rows": v.rows}
-    control = {s: verdict(1 + s, 1 + s, 1 + s) for s in range(5)}
-    runs = {s: verdict(20, 15, 12 if s else 8) for s in range(5)}  # at +10% seed 0's plateau is too short
-    inner = evidence.sensitivity.inner(runs, control, R)
-    assert inner["3-point hold (ours)"] is None
-    assert inner["eps = 0.05 log k (ours)"] == {"lower": R, "higher": rules.MIXED, "sensitive": True}
-    runs = {s: verdict(20, 15, 12) for s in range(5)}
-    assert not evidence.sensitivity.inner(runs, control, R)["eps = 0.05 log k (ours)"]["sensitive"]
+        return v.rows
+    for seed in range(5):  # at +10% seed 0's plateau is too short
+        results.store(MLI7, meta(seed, verdict(20, 15, 12 if seed else 8)))
+        results.store(MLI7, meta(seed, verdict(1 + seed, 1 + seed, 1 + seed)), "control")
+    a = evidence.assess(MLI7)
+    assert a["inner"]["3-point hold (ours)"] is None
+    assert a["inner"]["eps = 0.05 log k (ours)"] == {"lower": R, "higher": rules.MIXED, "sensitive": True}
+    assert a["alternatives"]["eps = 0.05 log k (ours), 10% higher"]["headline"] == rules.MIXED
+    assert a["robust"] is False and a["depends"] == {"plateau length": {"eps = 0.05 log k (ours), 10% higher":
+                                                                         rules.MIXED}}
+    for seed in range(5):
+        results.store(MLI7, meta(seed, verdict(20, 15, 12)))
+    a = evidence.assess(MLI7)
+    assert not a["inner"]["eps = 0.05 log k (ours)"]["sensitive"] and a["robust"] is True
 
 
 def test_rows_stored_before_their_numbers_are_judged_by_their_pass():
@@ -219,4 +241,4 @@ def test_rows_stored_before_their_numbers_are_judged_by_their_pass():
     assert j["over_seeds"] == rules.MIXED and j["untested"] == {"claim": "the control has not been run"}
     assert j["headline"] == I and j["k"] == 0
     assert rules.judge(runs, None)["headline"] == rules.MIXED and rules.judge(runs, None)["k"] == 4
-    assert evidence.sensitivity.flips(runs, None, rules.MIXED) == {}
+    assert evidence.sensitivity.flips(rules.judge, runs, None, rules.MIXED) == {}

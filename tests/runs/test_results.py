@@ -20,7 +20,7 @@ def test_store_keeps_one_record_per_seed_and_summarises(tmp_path, monkeypatch, f
     body = json.loads(store.path(MLI7).read_text())
     assert list(body["runs"]) == ["0", "1", "2", "3", "4"] and not list(tmp_path.rglob("*.tmp"))
     s = evidence.summary(MLI7)
-    assert (s["headline"], s["n"], s["k"], s["stale"]) == (rules.MIXED, 5, 3, [])
+    assert (s["headline"], s["n"], s["inconclusive"], s["k"], s["stale"]) == (rules.MIXED, 4, 1, 3, [])  # 3 of 4 conclusive
     assert s["rows"] == {("requirement", "fit"): [4, 5], ("check", "claim"): [3, 5]}
     store.store(MLI7, fake_meta(MLI7, 2, NOT_REPRODUCED, fresh=False))
     assert evidence.summary(MLI7)["stale"] == [2]
