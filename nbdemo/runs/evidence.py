@@ -62,7 +62,9 @@ def assess(claim, profile="default"):
     decl = control(claim) if profile == "default" else None
     ctrl = summary(claim, rules.CONTROL) if decl and decl["profile"] else None
     control_runs = (ctrl["runs"] if ctrl else {}) if decl and decl["profile"] else None
-    h = past(claim, s["runs"]) if profile == "default" else None
+    h = past(claim, s["runs"], control_runs or {}) if profile == "default" else None
+    if h and control_runs and h["control_fresh"]["seeds"] is not None:  # a revised control: its fresh seeds
+        control_runs = {seed: control_runs[seed] for seed in h["control_fresh"]["seeds"]}
 
     def judge(runs, control_runs):
         return rules.judge(runs, control_runs, decl["untested"] if decl else None,
@@ -169,27 +171,32 @@ def brief(changes):
     return [f"{label} ({n})" for label, n in counts.items()] + [text for _, text, label in changes if not label]
 
 
-def past(claim, runs):
-    """The claim's history as the book shows it, with `runs` ({seed: record} of the store now): {"items": states and
-    revisions in time order, each a state with "changes" or a revision, and "revised" (after results); "revised":
-    how many revisions after results, "declared": how many of them were declared; "fresh": {"seeds" of the store
-    first run after the last revision after results, "since" (its time, or None)}}.
+def past(claim, runs, control_runs=()):
+    """The claim's history as the book shows it, with `runs` and `control_runs` ({seed: record} of the store now):
+    {"items": states and revisions in time order, each a state with "changes" or a revision, and "revised" (after
+    results); "revised": how many revisions after results, "declared": how many of them were declared; "fresh":
+    {"seeds" of the store first run after the last revision after results, "since" (its time, or None)};
+    "control_fresh": the same for the control's seeds and the last revision of the control ("seeds" None: the
+    control was never revised after results, and all its seeds count)}.
 
     The last revision is the latest declared revision after results, or the latest state whose changes were a
     revision and were not declared before it (a state's declared changes count from their declaration). A seed's
     first run is the start of its run in the first state that holds it (the state's time where not recorded)."""
     h = history.load(claim)
     h["revisions"] += history.pending(claim, history.now())
-    items, first, last = [], {}, None
+    items, first, first_control = [], {}, {}
     for i, s in enumerate(h["states"]):
         ch = changes(h["states"][i - 1], s) if i else []
         items.append({**s, "changes": ch, "revised": any(kind in history.KINDS for kind, *_ in ch)})
         for seed in s["seeds"]:
             first.setdefault(int(seed), s.get("started", {}).get(seed) or s["at"])
+        for seed in (s["control"] or {}).get("seeds", {}):
+            first_control.setdefault(int(seed), s["at"])
     start = h["states"][0]["at"] if h["states"] else None
+    controlled = min(first_control.values(), default=None)  # when the control was first stored
     items += [{**r, "revision": True, "revised": start is not None and r["at"] > start} for r in h["revisions"]]
     items.sort(key=lambda e: e["at"])
-    declared_since, n_declared, undeclared = False, 0, 0
+    declared_since, n_declared, undeclared, last, last_control = False, 0, 0, None, None
     for e in items:
         if e.get("revision"):
             declared_since = declared_since or e["revised"]
@@ -199,6 +206,14 @@ def past(claim, runs):
             undeclared += e["revised"] and not e["declared"]
         if e["revised"] and (e.get("revision") or not e["declared"]):
             last = e["at"]
-    fresh = sorted(s for s in runs if last is None or s not in first or first[s] > last)
+            if controlled is not None and controlled < e["at"] and "control" in (
+                    [e["kind"]] if e.get("revision") else [kind for kind, *_ in e["changes"]]):
+                last_control = e["at"]  # a change of a control already run (its first declaration is none)
+
+    def after(seeds, first, since):
+        return sorted(s for s in seeds if since is None or s not in first or first[s] > since)
     return {"items": items, "revised": n_declared + undeclared, "declared": n_declared,
-            "fresh": {"seeds": fresh, "since": last}}
+            "fresh": {"seeds": after(runs, first, last), "since": last},
+            "control_fresh": {"seeds": None if last_control is None else after(control_runs, first_control,
+                                                                                 last_control),
+                              "since": last_control}}

@@ -150,3 +150,34 @@ def test_every_choice_of_ours_declares_its_alternatives_or_why_there_is_none():
         ours("x", no_alternative=" ")
     with pytest.raises(ValueError, match="reason"):
         Verdict("MLI-7").check("e", 1.0, ">", 0, source=ours("x"), alternatives={"y": alt(1.0)})
+
+
+def test_a_revised_control_is_judged_on_its_fresh_seeds(put, tmp_path):
+    """The control's seeds 0-4 ran before it was changed: they no longer count, and until seeds run after the
+    change are stored the control tests nothing. Its first declaration is no revision of it."""
+    (tmp_path / "profiles" / "MLI-7.yml").write_text("control:\n  power: 1\ncontrol about: a linear model\n")
+    failing = {s: verdict(0.5, -1.0) for s in range(5)}  # the control fails the checks: informative
+    put({s: verdict(1.0, 0.9) for s in range(10)})
+    put(failing, "control")
+    body, control = results.path(MLI7).read_bytes(), results.path(MLI7, "control").read_bytes()
+    declared = {**history.state(body, control, {"lr": 0.1}, {"control": {"power": 1}}),
+                "at": "2026-01-01T00:00:00+00:00", "commit": "c1"}
+    history.merge(MLI7, [declared])
+    a = evidence.assess(MLI7)
+    assert a["history"]["control_fresh"]["seeds"] is None and a["headline"] == R
+    changed = {**declared, "key": "other", "at": "2026-01-02T00:00:00+00:00", "commit": "c2",
+               "control": {**declared["control"], "profile": {"power": 2}}}
+    history.merge(MLI7, [changed])
+    a = evidence.assess(MLI7)
+    assert a["history"]["control_fresh"]["seeds"] == [] and a["untested"]  # nothing tested: INCONCLUSIVE runs
+    assert a["all_seeds"]["headline"] == I and a["headline"] == rules.UNCONFIRMED  # a revision of the claim too
+    for s in range(5, 10):
+        results.store(MLI7, meta(s, verdict(0.5, -1.0)), "control")
+    for s in range(10, 20):
+        results.store(MLI7, meta(s, verdict(1.0, 0.9), "2026-01-02T12:00:00Z"))
+    body, control = results.path(MLI7).read_bytes(), results.path(MLI7, "control").read_bytes()
+    history.merge(MLI7, [{**history.state(body, control, {"lr": 0.1}, {"control": {"power": 2}}),
+                          "at": "2026-01-03T00:00:00+00:00", "commit": "c3"}])
+    a = evidence.assess(MLI7)
+    assert a["history"]["control_fresh"]["seeds"] == [5, 6, 7, 8, 9] and a["fresh"]["seeds"] == list(range(10, 20))
+    assert a["headline"] == R and not a["untested"]
