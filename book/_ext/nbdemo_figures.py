@@ -1,4 +1,4 @@
-"""The book's figures (a Sphinx extension that the staged _config.yml loads): each claim page numbers its own
+"""The book's figures (a Sphinx extension that the staged _config.yml loads), and no Thebe: each claim page numbers its own
 figures ("Figure PFC-1.2", never a number across the book that could be taken for the paper's), and every image is a
 link to its full size with its figure's caption as alt text."""
 import posixpath
@@ -45,7 +45,15 @@ def _parents(node):
         yield node
 
 
+def no_thebe(app, pagename, templatename, context, doctree):
+    """No Thebe on any page: the book has no live kernel to offer, and sphinx-thebe's script, which Jupyter Book adds to
+    every page, fails in the console without one."""
+    if "script_files" in context:
+        context["script_files"] = [js for js in context["script_files"] if "thebe" not in str(js)]
+
+
 def setup(app):
+    app.connect("html-page-context", no_thebe)
     app.connect("env-get-updated", number_per_claim, priority=900)  # after the toctree collector's numbering
     app.connect("doctree-resolved", link_images)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

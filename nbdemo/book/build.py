@@ -10,7 +10,8 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from nbdemo.book.claim_page import rerun_box, seeds_box, verdict_line
+from nbdemo.book.claim_page import brief_box, profile_title, verdict_line
+from nbdemo.book.claim_page import sections as collapsed
 from nbdemo.book.staging import book_notebook, relabel
 from nbdemo.book.findings import findings
 from nbdemo.book.pages import chapter, citation, dashboard, findings_by_claim, summary, urls
@@ -61,7 +62,8 @@ def stage(done, profile):
         others = []
         for other, nb_path in store.kept(claim):
             nb, suffix = nbformat.read(nb_path, as_version=4), re.sub(r"[^A-Za-z0-9_-]", "-", other)  # a page's name
-            nb = book_notebook(relabel(nb, suffix), nb.metadata["nbdemo"])
+            nb = book_notebook(relabel(nb, suffix), nb.metadata["nbdemo"],
+                               title=profile_title(claim, other, nb.metadata["nbdemo"]))
             nbformat.write(nb, src / "claims" / f"{claim.id}-{suffix}.ipynb")
             others.append((other, f"{claim.id}-{suffix}", nb.metadata["nbdemo"]))
         s = summaries.get(claim)
@@ -72,9 +74,8 @@ def stage(done, profile):
             shutil.copy(store.path(claim, profile), to)
             stored = (f"**Stored results:** {{download}}`{claim.id}.json <stored/{profile}/{claim.id}.json>` "
                       f"(`results/{profile}/{claim.id}.json` in the repository: every seed's rows and parameters)")
-        nb = book_notebook(nbformat.read(path, as_version=4), meta,
-                           [seeds_box(claim, s, others, meta, stored), rerun_box(claim)],
-                           verdict_line(claim, s, meta, found.get(claim)))
+        nb = book_notebook(nbformat.read(path, as_version=4), meta, [brief_box(claim, s, meta, found.get(claim))],
+                           collapsed(claim, s, others, meta, stored), verdict_line(claim, s, meta, found.get(claim)), s)
         nbformat.write(nb, src / "claims" / f"{claim.id}.ipynb")
         sections[claim] = [{"file": f"claims/{claim.id}", **({"sections": [{"file": f"claims/{doc}"} for _, doc, _ in others]}
                                                         if others else {})}]

@@ -8,11 +8,11 @@ import re
 import nbformat
 
 from nbdemo.book import why
-from nbdemo.book.markup import badge, readable, slug, table, text
-from nbdemo.book.pages import (STALE, control_badge, fresh_differs, is_stale, seed0_differs, setting_text, stale_run,
-                               urls)
-from nbdemo.claims.verdict import describe
-from nbdemo.runs import params
+from nbdemo.book.markup import badge, public, readable, slug, table, text
+from nbdemo.book.pages import (STALE, control_badge, departures, fresh_differs, is_stale, seed0_differs, setting_text,
+                               run_outcome, stale_run, urls)
+from nbdemo.claims.verdict import INCONCLUSIVE, REPRODUCED, describe
+from nbdemo.runs import params, rules
 from nbdemo.runs.evidence import brief, seeds_text
 
 
@@ -101,8 +101,8 @@ def inner_text(s):
     not varied."""
     if not s["inner"]:
         return ""
-    said = [f"{text(key)}: {badge(v['lower'])} at −10%, {badge(v['higher'])} at +10%"
-            + (" (**sensitive**)" if v["sensitive"] else "") if v else f"{text(key)}: declared, not varied"
+    said = [f"{text(key, True)}: {badge(v['lower'])} at −10%, {badge(v['higher'])} at +10%"
+            + (" (**sensitive**)" if v["sensitive"] else "") if v else f"{text(key, True)}: declared, not varied"
             for key, v in s["inner"].items()]
     return "**Thresholds of ours inside the metrics**, with the headline when each is moved:\n\n" + \
         "\n".join(f"- {x}" for x in said)
@@ -111,22 +111,31 @@ def inner_text(s):
 HISTORY = ["When", "Commit", "Headline", "What changed"]
 
 
+def one_line(what, words=30):
+    """A record's text as one line of the page: `public`, its first sentences up to about `words` words."""
+    said = public(what)
+    cut = " ".join(said.split()[:words])
+    return cut + ("…" if len(said.split()) > words else "")
+
+
 def history_table(h):
-    """The verdict's history as a short table: each state its store has held (with its headline and what changed
-    since the one before) and each declared revision, the revisions after results marked."""
-    rows = []
+    """The verdict's history in a line each: the states of the store where the headline moved (the first
+    included), each with what changed since the one before, and every revision after results (declared, or found
+    in a state's changes). Every value is escaped (`text`): the history is a file anyone can edit."""
+    rows, before = [], None
     for e in h["items"]:
-        mark = ""
-        if e["revised"]:
-            mark = " <strong>revised after results</strong>" + ("" if e.get("revision") or e["declared"] else
-                                                                " (not declared)")
+        mark = " <strong>revised after results</strong>" if e["revised"] else ""
         if e.get("revision"):
-            rows.append([text(e["date"]), e["commit"] or "not recorded yet", "declared revision",
-                         f"{text(e['kind'])}: {text(e['what'])} (why: {text(e['why'])}){mark}"])
-        else:
+            if e["revised"]:
+                rows.append([text(e["date"]), text(e["commit"] or ""), "declared revision",
+                             text(f"{e['kind']}: {one_line(e['what'])}") + mark])
+            continue
+        moved = e["headline"] != before
+        before = e["headline"]
+        if moved or e["revised"]:
             said = "; ".join(brief(e["changes"])) or "first stored"
-            rows.append([e["at"][:10], e["commit"] or f"{e['code'] or ''} (not committed)",
-                         f"{badge(e['headline'])} {e['k']} of {e['n']}", text(said) + mark])
+            rows.append([text(str(e["at"])[:10]), text(e["commit"] or ""),
+                         f"{badge(e['headline'])} {text(e['k'])} of {text(e['n'])}", text(one_line(said)) + mark])
     return table(HISTORY, rows, "history")
 
 
@@ -139,7 +148,7 @@ def fresh_text(s):
     if since is None:
         return ("**Fresh seeds:** the claim has no revision after results: every seed was run after its checks and "
                 "setting were fixed.")
-    when = f"the claim's last revision after results ({since[:10]})"
+    when = f"the claim's last revision after results ({text(str(since)[:10], True)})"
     if not fresh["seeds"]:
         return f"**Fresh seeds:** none yet. No seed has been run for the first time since {when}."
     differs = fresh_differs(s)
@@ -152,14 +161,16 @@ VERDICT = ["Result", "Kind", "Row", "Measured", "Threshold (source)"]
 MARKS = {True: "PASS", False: "FAIL", None: "–"}
 
 
-def verdict_cell(meta):
-    """The verdict of the run on the page as a table that wraps. The notebook prints it as monospace text (what
-    nbval compares), which the book keeps behind a toggle."""
+def verdict_cell(meta, s=None):
+    """The verdict of the run on the page as a table that wraps, with the run's one outcome by the rule (its
+    control included, `run_outcome`) and why where its rows alone say otherwise. The notebook prints it as monospace
+    text (what nbval compares), which the book keeps behind a toggle."""
     v = meta["verdict"]
     rows = [[f'<span class="outcome {slug(MARKS[r["ok"]]) if r["ok"] is not None else "note"}">{MARKS[r["ok"]]}</span>',
              text(r["kind"]), text(r["name"]), text(r["measured"]), text(_threshold(r))] for r in v["rows"]]
-    head = (f"**Verdict of the run on this page** (seed {meta['parameters'].get('seed')}, profile "
-            f"`{meta['profile']}`): {badge(v['outcome'])} {describe(v['rows']).removeprefix(v['outcome'])}")
+    head = (f"**Verdict of the run on this page** (seed {text(meta['parameters'].get('seed'), True)}, profile "
+            f"{text(meta['profile'], True)}): {badge(run_outcome(s, meta))}"
+            f"{text(describe(v['rows']).removeprefix(v['outcome']), True)}{rows_alone(s, meta)}")
     return nbformat.v4.new_markdown_cell(head + "\n\n" + table(VERDICT, rows, "verdict"),
                                          metadata={"tags": ["verdict-table"]})
 
@@ -169,15 +180,15 @@ def control_text(s):
     if decl is None:
         return "**Negative control:** none declared yet."
     if decl["profile"] is None:
-        return f"**Negative control:** none. {readable(decl['about'])}"
+        return f"**Negative control:** none. {text(decl['about'], True)}"
     c = s["control"]
     runs = (f"Over {c['n']} seeds the control is {control_badge(c['headline'])}, {c['k']} of {c['n']} reproduce."
             if c else "The control has not been run yet (`nbdemo sweep CLAIM --profile control --seeds 0-4`).")
-    untested = (f" Checks the control does not test (no evidence either way): {'; '.join(s['untested'])}."
+    untested = (f" Checks the control does not test (no evidence either way): {text('; '.join(s['untested']), True)}."
                 if s["untested"] else "")
-    useless = (f" Checks that hold in the control too, and so are no evidence: {'; '.join(s['uninformative'])}."
+    useless = (f" Checks that hold in the control too, and so are no evidence: {text('; '.join(s['uninformative']), True)}."
                if s["uninformative"] else "")
-    return f"**Negative control** (profile `control`): {readable(decl['about'])} {runs}{untested}{useless}"
+    return f"**Negative control** (profile `control`): {text(decl['about'], True)} {runs}{untested}{useless}"
 
 
 def stale_text(s):
@@ -190,73 +201,211 @@ def stale_text(s):
             "`nbdemo sweep CLAIM --seeds 0-9` (and `--profile control --seeds 0-4`) makes them current.")
 
 
+def alone_why(by_rule, own):
+    """Why a run's outcome by the rule differs from what its rows alone say, in words."""
+    if by_rule == INCONCLUSIVE and own == REPRODUCED:
+        return ("every check holds, but none of them is tested and failed by the negative control (each is untested "
+                "by it or holds in it too), so the run is no evidence either way")
+    return "the rule judges a run with its control"
+
+
+def rows_alone(s, meta):
+    """" By its rows alone it is X: why." where the run's rows alone say otherwise than the rule, else ""."""
+    own, by_rule = meta["verdict"]["outcome"], run_outcome(s, meta)
+    return "" if own == by_rule else f" By its rows alone it is {badge(own)}: {alone_why(by_rule, own)}."
+
+
+def tally_text(t, fresh=True):
+    """"9 of 10 fresh seeds reproduce (95% interval 0.60 to 0.98), 1 more inconclusive": a tally of the rule's,
+    where n counts the conclusive runs."""
+    extra = f", {t['inconclusive']} more inconclusive" if t.get("inconclusive") else ""
+    return (f"{t['k']} of {t['n']} {'fresh ' if fresh else ''}seeds reproduce (95% interval {t['low']:.2f} to "
+            f"{t['high']:.2f}){extra}")
+
+
+def robust_text(s):
+    """Robust, or what the headline depends on, with the headline under each reading; "" with no alternative."""
+    if s.get("robust") is None:
+        return ""
+    if s["robust"]:
+        return f"robust: each of its {len(s.get('alternatives') or {})} declared alternative readings gives it too"
+    return "depends on " + "; ".join(
+        f"{text(row)} ({', '.join(f'{text(alt)}: {badge(h)}' for alt, h in alts.items())})"
+        for row, alts in (s.get("depends") or {}).items())
+
+
+def all_seeds_text(s):
+    every = s.get("all_seeds")
+    if not every or all(every.get(k) == s.get(k) for k in ("headline", "k", "n", "inconclusive")):
+        return ""
+    return f"over every stored seed {badge(every['headline'])}, {tally_text(every, fresh=False)}"
+
+
+def headline_text(s):
+    """The verdict: headline, fresh k of n with its interval and inconclusive runs, robust or what it depends on,
+    and the tally over every stored seed where it differs."""
+    fresh = s.get("fresh") or {}
+    parts = [f"{badge(s['headline'])} {tally_text(s, fresh=fresh.get('since') is not None)}",
+             robust_text(s), all_seeds_text(s)]
+    head = "; ".join(p for p in parts if p)
+    return STALE + head if is_stale(s) else head
+
+
 def seeds_box(claim, s, others, meta, stored=""):
-    """The box that opens a claim page: the outcome over seeds with its interval, whether it is stale, the fresh
-    seeds, the outcome per seed, the control, the evidence per row and per seed, the link to the stored results
-    (stored: markdown), the thresholds inside metrics, the history, the setting it comes from, and which seed the
-    page shows (and whether it is the headline)."""
+    """The evidence over seeds, collapsed below the top of the page: the outcome over seeds with its interval,
+    whether it is stale, the fresh seeds, one outcome per seed (the rule's, its control included, and why where its
+    rows alone say otherwise), the control, the evidence per row and per seed, the link to the stored results
+    (stored: markdown), the thresholds inside metrics, and the setting it comes from."""
     if not s:
-        body = "No sweep over seeds is stored for this claim yet (`nbdemo sweep CLAIM --seeds 0-4`)."
+        body = f"No sweep over seeds is stored for this claim yet (`nbdemo sweep {claim.id} --seeds 0-9`)."
     else:
         judged = (f" The seeds alone give {badge(s['over_seeds'])}; judged against the control, "
                   f"{badge(s['headline'])}." if s["over_seeds"] != s["headline"] else "")
         seeds = table(["Seed", "Outcome", "Wall time"], [
-            [seed, badge(o) + ("" if o == (own := s["runs"][seed]["outcome"]) else f" (its rows alone: {own})"),
+            [text(seed), badge(o) + ("" if o == (own := s["runs"][seed]["outcome"]) else
+                                     f" (by its rows alone {text(own)}: {alone_why(o, own)})"),
              f"{s['runs'][seed]['wall_s']:.0f} s"] for seed, o in s["outcomes"].items()], "seeds")
-        parts = [f"**Over {s['n']} seeds: {badge(s['headline'])}**, {s['k']} of {s['n']} reproduce (95% interval of "
-                 f"the share {s['low']:.2f} to {s['high']:.2f}).{judged}",
+        parts = [f"**Over {len(s['runs'])} seeds: {badge(s['headline'])}**, {tally_text(s, fresh=False)}.{judged}",
                  stale_text(s), fresh_text(s), seeds, control_text(s), evidence_table(s),
-                 per_seed(s["runs"], f"Each row's value in each of the {s['n']} seeds (✗: fails)")
+                 per_seed(s["runs"], f"Each row's value in each of the {len(s['runs'])} seeds (✗: fails)")
                  + (per_seed(s["control"]["runs"], "... and in each seed of the control") if s["control"] else ""),
-                 stored, inner_text(s),
-                 f"**The verdict's history** ({s['history']['revised']} revisions after results):\n\n"
-                 + history_table(s["history"]) if s["history"] and s["history"]["items"] else "",
-                 "The headline follows {ref}`the book's rule <rule>`."]
+                 stored, inner_text(s), "The headline follows {ref}`the book's rule <rule>`."]
         body = "\n\n".join(p for p in parts if p)
-    if meta["verdict"]:
-        body += (f"\n\nThe run on this page is seed {meta['parameters'].get('seed')} of the `{meta['profile']}` "
-                 f"profile: {badge(meta['verdict']['outcome'])}.")
-        if seed0_differs(s, meta):
-            body += (f" **It is not the headline over seeds** ({badge(s['headline'])}): this page's figures and "
-                     "verdict are one seed's.")
     body += f"\n\n{setting_text(claim)}"
-    if others:
-        body += "\n\nOther profiles: " + ", ".join(
-            f"{{doc}}`{p} <{doc}>` ({badge(m['verdict']['outcome']) if m['verdict'] else 'no verdict'}, "
-            f"{(m['provenance'] or {}).get('gpu') or (m['provenance'] or {}).get('device')}, {m['wall_s']:.0f} s)"
-            for p, doc, m in others)
     colour = "stale" if s and is_stale(s) else slug(s["headline"]) if s else "none"
-    return nbformat.v4.new_markdown_cell(f"```{{admonition}} Outcome over seeds\n:class: seeds box-{colour}\n{body}\n```")
+    return f"```{{admonition}} Outcome over seeds\n:class: seeds box-{colour}\n{body}\n```"
 
 
-def rerun_box(claim):
-    """How to rerun the claim: its one command, in the default profile and the paper's, and its notebook."""
+def profile_title(claim, profile, meta):
+    """Another profile's run of a claim, titled as such: "TFD-1, run of the paper profile (NVIDIA H100, 441 s)"."""
+    p = meta.get("provenance") or {}
+    where = p.get("gpu") or p.get("device") or "device not recorded"
+    return f"{claim.id}, run of the {profile} profile ({where}, {meta['wall_s']:.0f} s)"
+
+
+def others_text(claim, others):
+    """The runs of other profiles kept for a claim, each a link to its page, titled as a run of a profile."""
+    return "\n".join(f"- {{doc}}`{TITLE_CHARS.sub('', profile_title(claim, p, m))} <{doc}>`: "
+                     f"{badge(m['verdict']['outcome']) if m['verdict'] else 'no verdict'}" for p, doc, m in others)
+
+
+TITLE_CHARS = re.compile(r"[^\w .=,()-]")  # what a link's title keeps of a profile's name: no markup
+
+
+def history_text(s):
+    h = s and s["history"]
+    if not (h and h["items"]):
+        return ""
+    return (f"{h['revised']} revisions after results. The states of the stored results where the headline moved, "
+            "and every revision after results, one line each:\n\n" + history_table(h))
+
+
+def section(title, body, cls):
+    """A collapsed part of a claim page (a <details> that opens), as a markdown cell; None when body is empty."""
+    if not body:
+        return None
+    return nbformat.v4.new_markdown_cell(f'<details class="section {cls}"><summary>{title}</summary>\n\n{body}\n\n'
+                                         "</details>", metadata={"tags": ["section"]})
+
+
+def sections(claim, s, others, meta, stored=""):
+    """The collapsed parts of a claim page, in order: the evidence over seeds, the history, how to rerun it, the
+    runs of other profiles."""
+    return [c for c in [section("Evidence over seeds: each seed, each row, the control", seeds_box(claim, s, others, meta, stored), "evidence"),
+                        section("History: where the headline moved, and the revisions after results", history_text(s), "history"),
+                        section("Rerun this claim", rerun_text(claim, s), "rerun"),
+                        section("Runs of other profiles", others_text(claim, others), "others")] if c]
+
+
+def rerun_text(claim, s):
+    """The exact commands that reproduce the headline (its deciding seeds) and its control, the run on the page,
+    and the notebook."""
+    fresh = sorted((s.get("fresh") or {}).get("seeds") or s["runs"]) if s else list(range(10))
+    control = sorted(s["control"]["runs"]) if s and s.get("control") else []
     paper = "paper" in params.profiles(claim)
-    lines = ["# the default profile: a 2-core CPU, about a minute", f"nbdemo run {claim.id}",
-             *(["# the paper's settings, for a GPU", f"nbdemo run {claim.id} --profile paper"] if paper else []),
-             "# the outcome over seeds", f"nbdemo sweep {claim.id} --seeds 0-4"]
+    lines = [f"# the headline: seeds {seeds_text(fresh)} of the default profile (a 2-core CPU, about a minute each)",
+             f"nbdemo sweep {claim.id} --seeds {seeds_text(fresh).replace(', ', ' ')}",
+             *([f"# its negative control, seeds {seeds_text(control)}",
+                f"nbdemo sweep {claim.id} --profile control --seeds {seeds_text(control).replace(', ', ' ')}"]
+               if control else []),
+             "# the run on this page (seed 0)", f"nbdemo run {claim.id}",
+             *(["# the paper's settings, for a GPU", f"nbdemo run {claim.id} --profile paper"] if paper else [])]
     repo = urls()["Repository"]
     notebook = f"[{claim.id}.ipynb]({repo}/blob/main/notebooks/{claim.id}.ipynb)" if repo else \
         f"`notebooks/{claim.id}.ipynb`"
-    body = ("```bash\n" + "\n".join(lines) + "\n```\n\n"
+    return ("````{admonition} Rerun this claim\n:class: rerun\n```bash\n" + "\n".join(lines) + "\n```\n\n"
             f"From a clone of the repository, after `make setup`, with `.venv/bin` on the PATH (README). The notebook: "
-            f"{notebook} in the repository, or this page's download button (.ipynb).")
-    return nbformat.v4.new_markdown_cell("````{admonition} Rerun this claim\n:class: rerun\n" + body + "\n````")
+            f"{notebook} in the repository, or this page's download button (.ipynb).\n````")
+
+
+def paper_numbers(s, most=3):
+    """"the paper: s1/s2 ≈ 10 (Fig. 4); ours: 5.2 (3.9 to 6.1)": the rows whose threshold is the paper's, ours
+    beside it, at most `most`."""
+    out = []
+    for row, spread, _ in (s or {}).get("effects") or []:
+        src = row.get("source") or {}
+        if src.get("from") == "paper" and spread and row["kind"] == "check":
+            out.append(f"{text(row['name'], True)}: the paper {text(row['expected'], True)} "
+                       f"({text(paper_figure(src['where']), True)}), ours {text(_spread(spread), True)}")
+    return out[:most]
+
+
+def control_line(s):
+    """The control in one line."""
+    decl = s and s["declared"]
+    if not decl:
+        return "none declared yet."
+    about = text(" ".join(public(decl["about"]).split()[:25]) + ("…" if len(decl["about"].split()) > 25 else ""), True)
+    if decl["profile"] is None:
+        return f"none: {about}"
+    c = s["control"]
+    return f"{about} " + (f"Over {len(c['runs'])} seeds: {control_badge(c['headline'])}." if c else "Not run yet.")
+
+
+def shows_text(claim, s, meta, finding=None, words=150):
+    """"What this shows and what it doesn't", in at most `words` words: the reason (`why.reason`), the setting, and
+    what the evidence leaves open."""
+    kind, reason = why.reason(s, meta, finding)
+    d = departures(claim)
+    setting = ("It comes from the paper's own setting." if d == [] else
+               "It comes from the default profile; the claim has no paper profile to compare it with." if d is None else
+               f"It comes from a substitute setting ({'; '.join(d[:3])}{'; …' if len(d) > 3 else ''}), so it is not "
+               "a result about the paper's own setting.")
+    leaves = []
+    if s and s["untested"]:
+        leaves.append(f"its control does not test {', '.join(s['untested'])}")
+    if s and s["uninformative"]:
+        leaves.append(f"{', '.join(s['uninformative'])} holds in the control too")
+    if s and s["headline"] in (rules.UNCONFIRMED, rules.TOO_FEW):
+        leaves.append("too few fresh seeds have been run for a headline")
+    said = f"{kind.capitalize()}: {reason}. {setting}" + (
+        f" What it leaves open: {'; '.join(leaves)}." if leaves else "")
+    cut = said.split()
+    return text(" ".join(cut[:words]) + ("…" if len(cut) > words else ""), True)
+
+
+def brief_box(claim, s, meta, finding=None):
+    """The top of a claim page under its verdict: the paper's numbers beside ours, the control in one line, and
+    what this shows and what it doesn't."""
+    lines = [f"**The paper's numbers beside ours:** {'; '.join(nums)}." for nums in [paper_numbers(s)] if nums]
+    lines += [f"**Negative control:** {control_line(s)}",
+              f"**What this shows and what it doesn't:** {shows_text(claim, s, meta, finding)}"]
+    return nbformat.v4.new_markdown_cell("```{admonition} In brief\n:class: brief\n" + "\n\n".join(lines) + "\n```",
+                                         metadata={"tags": ["brief"]})
 
 
 def verdict_line(claim, s, meta, finding=None):
-    """The line that opens a claim page, under its title: the headline over seeds, or the page's own run's outcome
-    where there is no sweep (either STALE and the last stored where it is not current), and why, in one line
+    """The line that opens a claim page, under its title: the headline (`headline_text`), or the page's own run's
+    outcome where there is no sweep (either STALE and the last stored where it is not current), and why, in one line
     (`why.reason`)."""
     if s:
-        head = f"{badge(s['headline'])} over {s['n']} seeds, {s['k']} of {s['n']} reproduce"
-        head = STALE + head if is_stale(s) else head
+        head = headline_text(s)
     elif meta and meta["verdict"]:
         head = f"{badge(meta['verdict']['outcome'])} in seed 0 alone (no sweep over seeds yet)"
         head = STALE + head if stale_run(claim, meta) else head
     else:
         head = "not run yet"
     if differs := seed0_differs(s, meta):
-        head += f' <span class="differs">(the run on this page: {differs})</span>'
+        head += f' <span class="differs">(the run on this page: {badge(differs)})</span>'
     line = f'<p class="verdict-line">{head}. Why: {why.cell(*why.reason(s, meta, finding))}</p>'
     return nbformat.v4.new_markdown_cell(line, metadata={"tags": ["verdict-line"]})

@@ -24,11 +24,44 @@ LINE_REFS = [(r"\s*\(l\.\s?\d+(?:[-–]\d+)?\)", ""),  # "(l.325)"
 
 def readable(s):
     """Text (or code) without the line numbers of the project's private text copies of the papers ("Fig. 7, l.180"
-    reads "Fig. 7", `paper("Fig. 7", 180)` reads `paper("Fig. 7")`: the stored row keeps the line): a reader can follow a section, equation or figure, not a line. Brackets left empty by the
+    reads "Fig. 7", `paper("Fig. 7", 180)` reads `paper("Fig. 7")`: the stored row keeps the line), and with a
+    paper named by its authors and year where a record names it by the number of its text copy ("003 §6" reads
+    "Wang et al. 2023, §6"): a reader can follow a section, equation or figure, not a line. Brackets left empty by the
     removal go too ("(l.170, l.178)"), and no others (code keeps its calls' "()")."""
+    s = FILE_CITE.sub(lambda m: PAPER_NAMES[m[1]] + (", " if m[2] else ""), s)
     for pattern, by in LINE_REFS:
         s = re.sub(pattern, by + "\0", s)
     return re.sub(r"\s*\(\s*(?:\0\s*)+\)", "", s).replace("\0", "")
+
+
+# the papers by the numbers of their text copies, as the records of the work cite them: "(003 §6)", "000 l.72"
+PAPER_NAMES = {"000": "Liu et al. 2022", "001": "Hacohen & Weinshall 2022", "002": "Wang, Gai & Zhang 2024",
+               "003": "Wang et al. 2023"}
+FILE_CITE = re.compile(r"(?<![\w.,/-])(00[0-3])(?:(?=\s*[);:](?!\d))|(\s*(?=l\.\s?\d|§|app\.|Figs?\b|Eqs?\b|Tables?\b|"
+                       r"Thm\b|Theorem|Lemma|Sec\b|Sec\.|Prop|Cor|Def|Assumption|Claim)))")
+
+# the workshop: how the work was done, which a reader of the results has no use for (and cannot follow): local paths,
+# reviews and their tickets, issue and pull-request numbers, sessions, rounds, which machine was lent or queued
+WORKSHOP = re.compile(
+    r"(?<![\w.:/])/(?:tmp|work|home|root|Users|mnt|opt)/[^\s,;)]*|\b[Ii]ssues?\s#?\d+|\(#\d+\)|#\d+\b|"
+    r"\b(?:BLOCKING|MAJOR|MINOR)\b|\b[Bb]locking\s\d+|\b[Rr]eview(?:ed|er|ers|s)?\b|\b[Ss]essions?\s\d+|\bthe lead\b|"
+    r"\brounds?\s(?:\d+|of\s(?:the\s)?review)|\b(?:this|the last|a later|an earlier)\sround\b|\bR\d+\sitem|"
+    r"\(not committed\)|\bqueued\b|\blent\s(?:GPU\s)?machine|[Rr]ecorded after the fact")
+ABBREVIATIONS = ["Fig", "Figs", "Eq", "Eqs", "Sec", "al", "app", "Prop", "Thm", "Tab", "e.g", "i.e", "vs", "cf", "no"]
+CLAUSES = re.compile(r"(?<=;)\s+|(?<=\.)" + "".join(rf"(?<!\b{re.escape(a)}\.)" for a in ABBREVIATIONS) + r"\s+")
+PARENS = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)")
+
+
+def public(s):
+    """Prose from the records of the work (revisions, history, the store's texts) as a reader sees it: `readable`,
+    and without the workshop (`WORKSHOP`): a bracket that names any of it goes whole, then a sentence or clause that
+    does, then whatever is left of it."""
+    s = re.sub(r"\b[Ii]ssues?\s#?\d+(?:/\d+)*(?:\s*\([^)]*\))?:\s*", "", readable(str(s)))  # "Issue 38: a rule" -> "a rule"
+    s = PARENS.sub(lambda m: "" if WORKSHOP.search(m[0]) else m[0], s)
+    if WORKSHOP.search(s):
+        s = " ".join(p for p in CLAUSES.split(s) if not WORKSHOP.search(p))
+    s = re.sub(r"[;,]\s*\)", ")", WORKSHOP.sub("", s))
+    return re.sub(r"[ \t]{2,}", " ", re.sub(r"[ \t]+([.,;:)])", r"\1", s)).strip(" ;,")
 
 
 # a glue role of the page's own notebook, {glue:text}`key:.2g` (not `path::key`, another page's), and its key
@@ -48,18 +81,25 @@ def unglued(source, keys):
     return GLUE.sub(lambda m: m[0] if m[1] in keys else UNRECORDED, source)
 
 
-def text(s):
-    """Plain text as an HTML cell."""
-    return html.escape(readable(str(s)))
+MARKDOWN = re.compile(r"([\\`*_\[\]{}()#+!|~$^:-])")  # what markdown, MyST's roles and dollar maths read
+
+
+def text(s, markdown=False):
+    """The one way a value from the store, the history, the revisions or a profile reaches a page: `public`, and
+    escaped, so that it reads as text and nothing in it becomes a tag, an attribute or a script. markdown: for a
+    value put into markdown (not into an HTML block), whose punctuation is escaped too, so that no role, link, maths
+    or code span can be made of it."""
+    s = public(s)
+    return html.escape(MARKDOWN.sub(r"\\\1", s) if markdown else s)
 
 
 def slug(label):
-    return label.lower().replace(" ", "-")
+    return re.sub(r"[^a-z0-9-]", "", str(label).lower().replace(" ", "-"))
 
 
 def badge(label):
     """An outcome as a coloured label (styled by _static/outcomes.css)."""
-    return f'<span class="outcome {slug(label)}">{label}</span>'
+    return f'<span class="outcome {slug(label)}">{html.escape(str(label))}</span>'
 
 
 def interval(s):

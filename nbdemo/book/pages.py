@@ -133,10 +133,20 @@ def setting_text(claim):
             "setting is not a result about the paper's own.")
 
 
+def run_outcome(s, meta):
+    """The one outcome of the run on a page: the rule's, its control included (`rules.run_outcome`, as the claim's
+    stored runs are judged), where the store holds the page's seed; else the run's own verdict."""
+    if not (meta and meta.get("verdict")):
+        return None
+    seed = meta["parameters"].get("seed", 0)
+    outcomes = (s or {}).get("outcomes") or {}
+    return outcomes.get(seed, outcomes.get(str(seed), meta["verdict"]["outcome"]))
+
+
 def seed0_differs(s, meta):
-    """The outcome of the run on a claim's page where it is not the claim's headline over seeds, else None."""
-    o = meta["verdict"]["outcome"] if meta and meta.get("verdict") else None
-    return o if s and o and s["headline"] != rules.TOO_FEW and o != s["headline"] else None
+    """The outcome of the run on a claim's page (`run_outcome`) where it is not the claim's headline, else None."""
+    o = run_outcome(s, meta)
+    return o if s and o and s["headline"] not in (rules.TOO_FEW, rules.UNCONFIRMED) and o != s["headline"] else None
 
 
 def findings_by_claim(done):
