@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from nbdemo.claims.verdict import ours
+from nbdemo.claims.verdict import alt, ours
 from nbdemo.ml.data import DATASETS, load
 from nbdemo.ml.train import train
 from nbdemo.papers.tfd.metrics import feature_grads, first_phase, trend
@@ -135,7 +135,7 @@ def require_first_phase(verdict, steps, loss, n_classes, budget, who="", kind="r
 
     phase = first_phase(steps, loss, n_classes)
     add(f"{who}the loss drops within the budget", ratio, "<", 1 - DROP, source=DROP_SOURCE,
-        shown=f"lowest loss / plateau = {ratio:.3g}", expected=f"< {1 - DROP:g} (a {DROP:.0%} drop)")
+        alternatives=drop_alternatives(ratio, "<"), shown=f"lowest loss / plateau = {ratio:.3g}", expected=f"< {1 - DROP:g} (a {DROP:.0%} drop)")
     add(f"{who}the first phase lasts at least 5% of the budget", last(), ">=", budget // 20,
         source=ours("a first phase long enough to measure across (5% of the budget); the paper gives no minimum "
                     "length"), inner=inner(last),
@@ -144,7 +144,45 @@ def require_first_phase(verdict, steps, loss, n_classes, budget, who="", kind="r
     if snapshots is not None:
         verdict.require("snapshots inside the first phase", len(snapshots), ">=", 3,
                         source=ours("at least three snapshots, so that the first phase's weight changes span more "
-                                    "than one step"))
+                                    "than one step", no_alternative="a trend over the first phase needs three "
+                                    "points at least; its length is already varied by the drop's variants"))
+
+
+def drop_alternatives(ratio, op):
+    """The `alternatives` of a row that compares `ratio` (`drop_ratio`) with the drop 1 - DROP: the same row with the
+    drop 10% lower and higher, under the names of the drop's `inner` variants, so that the book reads every row that
+    depends on the drop with the same variant at once."""
+    return {f"{DROP_INNER}, {side}": alt(ratio, op, 1 - DROP * f, f"a threshold of ours inside the metric, {side}")
+            for side, f in (("10% lower", 0.9), ("10% higher", 1.1))}
+
+
+def require_finite(verdict, history, name="training stayed finite"):
+    """`Verdict.require_finite`'s row (the step where the loss became NaN or inf, -1: never), with the reason that
+    no other reading is plausible: after a NaN every statistic of the run is undefined."""
+    at = history.diverged_at
+    verdict.require(name, -1 if at is None else at, "==", -1,
+                    source=ours("a run whose loss diverged learned nothing",
+                                no_alternative="after a NaN or inf loss the records stop and no statistic of the "
+                                               "run is defined"),
+                    shown="finite" if at is None else f"diverged at step {at}", expected="no NaN/inf loss")
+
+
+def phase_length(history, n_classes, budget, drop=DROP):
+    """A run's first-phase length (TFD-6): its last step before the loss drops, or the whole `budget` where the loss
+    never drops within the records; a run that diverged before its drop (its records stop at the first NaN) never
+    escaped, so it too counts as the budget, not as the last step recorded."""
+    p = first_phase(history.steps, history["loss"], n_classes, drop=drop)
+    return p.last if p.ended else budget
+
+
+def diverged_in_first_phase(history, n_classes, drop=DROP):
+    """Whether a run's loss became NaN or inf at or before the last step of its first phase (a run that diverged
+    before its drop: its first phase never ended)."""
+    at = history.diverged_at
+    if at is None:
+        return False
+    p = first_phase(history.steps, history["loss"], n_classes, drop=drop)
+    return not p.ended or at <= p.last
 
 
 def order_statistic(lengths):

@@ -143,3 +143,36 @@ def test_a_diverged_training_is_inconclusive_with_its_step(path):
             0.5, source=tfd.DROP_SOURCE)
     assert v.outcome == INCONCLUSIVE
     assert v.rows[0]["measured"] == f"diverged at step {hist.diverged_at}"
+
+
+def history(loss, diverged_at=None):
+    """A History of the evaluation loss recorded at STEPS (cut where a run's records stop at its first NaN)."""
+    from nbdemo.ml.train import History
+    steps = STEPS[:len(loss)]
+    return History(list(steps), None, {"loss": list(loss)}, diverged_at)
+
+
+def test_a_run_that_diverges_before_its_drop_counts_as_the_whole_budget():
+    stuck = history(curve(2000)[:20], diverged_at=390)      # records stop at step 380, never dropped
+    assert tfd.phase_length(stuck, K, 1000) == 1000
+    assert tfd.diverged_in_first_phase(stuck, K)
+    dropped = history(curve(500), diverged_at=990)          # diverged long after its drop
+    p = first_phase(STEPS, curve(500), K)
+    assert tfd.phase_length(dropped, K, 1000) == p.last < 1000
+    assert not tfd.diverged_in_first_phase(dropped, K)
+    assert not tfd.diverged_in_first_phase(history(curve(500)), K)
+
+
+def test_the_drop_row_declares_the_drop_variants_under_the_inner_names():
+    v = Verdict("TFD-2")
+    tfd.require_first_phase(v, STEPS, curve(500, floor=0.895 * math.log(K)), K, 1000)
+    drop_row, length_row = v.rows[0], v.rows[1]
+    lower, higher = (drop_row["alternatives"][f"{tfd.DROP_INNER}, {s}"] for s in ("10% lower", "10% higher"))
+    assert drop_row["ok"] and lower["ok"] and not higher["ok"]  # a 10.5% drop: a 9% drop, not an 11% one
+    assert set(length_row["inner"]) == {tfd.DROP_INNER}
+
+
+def test_the_finiteness_row_says_why_it_has_no_alternative():
+    v = Verdict("TFD-2")
+    tfd.require_finite(v, history(curve(500), diverged_at=700))
+    assert v.rows[0]["value"] == 700 and not v.rows[0]["ok"] and v.rows[0]["source"]["no_alternative"]
