@@ -1,6 +1,7 @@
 """The `nbdemo` command: list, history, run, sweep, book, bench."""
 import argparse
 import difflib
+import json
 import os
 import re
 import shutil
@@ -76,28 +77,59 @@ def interval(s):
     return f"{s['low']:.2f}-{s['high']:.2f}"
 
 
+def robustness(s):
+    """"robust", "depends on: ROW (A: HEADLINE; ...)", or "no alternatives" (none declared)."""
+    if s["robust"] is None:
+        return "no alternatives"
+    return "robust" if s["robust"] else "depends on: " + "; ".join(
+        f"{row} ({', '.join(f'{a}: {h}' for a, h in alts.items())})" for row, alts in s["depends"].items())
+
+
+def listed(c, s, profile):
+    """A claim's line of `nbdemo list` as a mapping (what --json prints)."""
+    found = runner.latest(c, profile) if profile in params.profiles(c) else None
+    line = {"claim": c.id, "title": c.title, "seed_0_page": found[1]["verdict"]["outcome"]
+            if found and found[1]["verdict"] else "stale"}
+    if not s:
+        return {**line, "headline": "no results"}
+    return {**line, "headline": s["headline"], "stale": bool(s["stale"] or s["stale_control"]),
+            **{k: s[k] for k in ("k", "n", "inconclusive", "low", "high")},
+            "fresh_seeds": s["fresh"]["seeds"], "all_seeds": {k: s["all_seeds"][k] for k in
+                                                               ("headline", "k", "n", "inconclusive")},
+            "robustness": robustness(s),
+            "control": None if not s["declared"] else s["control"]["headline"] if s["control"] else
+            "none" if s["declared"]["profile"] is None else "not run",
+            "revised": s["history"]["revised"] if s["history"] else None, "median_wall_s": s["wall_s"]}
+
+
 def cmd_list(args):
-    """The claims, one line each; a claim whose stored file is damaged shows as unreadable, and its error follows."""
-    print(f"{'claim':8} {'title':34} {'over seeds':21} {'k of n':>7} {'95% interval':12} {'control':15} "
-          f"{'revised':>7} {'seed-0 page':15} {'runtime':>8}")
-    damaged = []
+    """The claims, one line each (or a JSON list with --json); a claim whose stored file is damaged shows as
+    unreadable, and its error follows."""
+    lines, damaged = [], []
     for c in CLAIMS.values():
         try:
-            s = evidence.assess(c, args.profile)
+            lines.append(listed(c, evidence.assess(c, args.profile), args.profile))
         except store.StoreError as e:
             damaged.append(e)
-            print(f"{c.id:8} {c.title[:34]:34} unreadable")
-            continue
-        found = runner.latest(c, args.profile) if args.profile in params.profiles(c) else None
-        page = found[1]["verdict"]["outcome"] if found and found[1]["verdict"] else "stale"
-        over = "no results" if not s else s["headline"] + (" (stale)" if s["stale"] or s["stale_control"] else "")
-        k_of_n, ci = (f"{s['k']} of {s['n']}", interval(s)) if s else ("", "")
-        ctrl = "" if not s or not s["declared"] else s["control"]["headline"] if s["control"] else \
-            "none" if s["declared"]["profile"] is None else "not run"
-        revised = s["history"]["revised"] if s and s["history"] else ""
-        wall = f"{s['wall_s']:.1f} s" if s else ""
-        print(f"{c.id:8} {c.title[:34]:34} {over:21} {k_of_n:>7} {ci:12} {ctrl:15} {revised:>7} {page:15} {wall:>8}")
-    print(f"\n{rules.RULE}\nrevised: revisions after results (`nbdemo history CLAIM`).")
+            lines.append({"claim": c.id, "title": c.title, "headline": "unreadable"})
+    if args.json:
+        print(json.dumps(lines, indent=1, ensure_ascii=False))
+    else:
+        print(f"{'claim':8} {'title':34} {'headline (fresh seeds)':24} {'k of n':>8} {'incl.':>5} "
+              f"{'95% interval':12} {'all seeds':24} {'control':15} {'revised':>7} {'seed-0 page':15} {'runtime':>8}  "
+              "alternatives")
+        for x in lines:
+            if "k" not in x:
+                print(f"{x['claim']:8} {x['title'][:34]:34} {x['headline']}")
+                continue
+            a = x["all_seeds"]
+            print(f"{x['claim']:8} {x['title'][:34]:34} {x['headline'] + (' (stale)' if x['stale'] else ''):24} "
+                  f"{x['k']} of {x['n']:<3} {x['inconclusive']:>5} {interval(x):12} "
+                  f"{a['headline'] + ' ' + str(a['k']) + ' of ' + str(a['n']):24} {x['control'] or '':15} "
+                  f"{'' if x['revised'] is None else x['revised']:>7} {x['seed_0_page']:15} "
+                  f"{x['median_wall_s']:>6.1f} s  {x['robustness']}")
+        print(f"\n{rules.RULE}\nk of n: of the conclusive runs of the fresh seeds; incl.: the inconclusive runs beside "
+              "them; revised: revisions after results (`nbdemo history CLAIM`).")
     if damaged:
         raise Damaged(damaged)
 
@@ -189,6 +221,7 @@ def main(argv=None):
 
     p = sub.add_parser("list", help="the claims: outcome over seeds, the seed-0 page's outcome, runtime")
     p.add_argument("--profile", type=known_profile, default="default")
+    p.add_argument("--json", action="store_true", help="a JSON list, one mapping per claim")
     p.set_defaults(func=cmd_list)
 
     def profile_args(p):

@@ -1,6 +1,7 @@
 """The choices of ours on a synthetic store: the headline under each declared alternative (robust, or depends on a
 reading; a requirement's alternative too), the tally over the runs that can tell (a diverged run is inconclusive,
 never a failed check), passes recomputed from the numbers, and the fresh seeds that decide."""
+import json
 import math
 
 import pytest
@@ -181,3 +182,12 @@ def test_a_revised_control_is_judged_on_its_fresh_seeds(put, tmp_path):
     a = evidence.assess(MLI7)
     assert a["history"]["control_fresh"]["seeds"] == [5, 6, 7, 8, 9] and a["fresh"]["seeds"] == list(range(10, 20))
     assert a["headline"] == R and not a["untested"]
+
+
+def test_nbdemo_list_gives_the_deciding_tally_and_robustness_as_json(put, capsys):
+    from nbdemo import cli
+    put({s: verdict(1.0 if s < 1 else 0.95, 0.9) for s in range(10)})
+    cli.main(["list", "--json"])
+    line = next(x for x in json.loads(capsys.readouterr().out) if x["claim"] == "MLI-7")
+    assert (line["headline"], line["k"], line["n"], line["inconclusive"]) == (N, 1, 10, 0)
+    assert line["robustness"].startswith("depends on: 'always positive'") and line["fresh_seeds"] == list(range(10))
