@@ -173,3 +173,16 @@ def gram_stats(F, scale, full=False):
         out["offdiag_rms"] = ((frob2 - diag.pow(2).sum(-1)) / (k * (k - 1))).mean().sqrt().item()
         out["sq_dev"] = ((frob2 - 2 * scale * diag.sum(-1) + scale ** 2 * k) / k ** 2).mean().item()
     return out
+
+
+def convergence_rate_before_floor(v, steps, floor):
+    """`convergence_rate` per column, fitted over the records before v_j reaches its floor: from the first record up to
+    the last one at which v_j is still at least `floor` times its first value (at least two records). A decay that
+    levels off at a residual (a deep network's O(1/m) terms) is then read where it is geometric."""
+    s = torch.as_tensor(steps, dtype=torch.float64).reshape(-1, *[1] * (v.dim() - 1)).expand(v.shape)
+    logv = v.double().log()
+    above = (v.double() >= floor * v[:1].double()).double().cumprod(0)  # the records before the first one below
+    keep = torch.maximum(above, (torch.arange(len(v)) < 2).double().reshape(-1, *[1] * (v.dim() - 1)))
+    n = keep.sum(0)
+    sm, lm = (keep * s).sum(0) / n, (keep * logv).sum(0) / n
+    return -(keep * (s - sm) * (logv - lm)).sum(0) / (keep * (s - sm) ** 2).sum(0)

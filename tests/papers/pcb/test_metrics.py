@@ -245,3 +245,13 @@ def test_glorot_init_has_zero_biases_and_the_glorot_variance():
         bound = (6 / (fan_in + fan_out)) ** 0.5
         assert torch.all(layer.bias == 0) and layer.weight.abs().max() <= bound
         assert layer.weight.var().item() == pytest.approx(bound ** 2 / 3, rel=0.15)
+
+
+def test_convergence_rate_before_floor_ignores_the_floor():
+    s = torch.arange(30)
+    r = torch.tensor([0.3, 0.05])
+    v = torch.exp(-s[:, None] * r) + 1e-3  # column 0 levels off at 1e-3 after about 20 steps, column 1 does not
+    before = pcb.convergence_rate_before_floor(v, s, 0.05)
+    assert before[0] == pytest.approx(0.3, rel=0.05) and before[1] == pytest.approx(0.05, rel=0.05)
+    assert pcb.convergence_rate(v, s)[0] < 0.25  # the fit over every step is pulled down by the floor
+    assert torch.allclose(pcb.convergence_rate_before_floor(v, s, 0.0), pcb.convergence_rate(v, s))
