@@ -146,3 +146,14 @@ def test_tasks_with_their_own_labels_train_as_separate_ensembles():
         torch.testing.assert_close(v, torch.cat([apart[0][k], apart[1][k]]))
     with pytest.raises(ValueError, match="one batch seed"):
         train_ensemble(nets, X, y, steps=1, lr=0.1, batch_size=20, batch_seeds=[0], progress=False)
+
+
+def test_band_order_alternatives():
+    """An alternative reading of a band row is judged on its own per-PC quantity."""
+    q = 200
+    v = Verdict("PCB-1")
+    rising = torch.linspace(0.1, 1.0, q, dtype=torch.float64)
+    band_order(v, "rising", rising, source=paper("Fig. 4a"),
+               alternatives={"read flat": (torch.ones(q, dtype=torch.float64), "another record")})
+    a = v.rows[0]["alternatives"]["read flat"]
+    assert v.rows[0]["ok"] and not a["ok"] and a["value"] == [0.0, 0.0] and a["why"] == "another record"
