@@ -9,6 +9,7 @@ and `.prediction` (PFC-3's geodesic); the models in `.resnets`, the figures in `
 PFC-5/6 in `.ufm`.
 """
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -33,10 +34,17 @@ def first_epoch_step(n, batch_size):
     return max(1, n // batch_size)
 
 
-def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_every=None, **sgd):
+def early_steps(until, count):
+    """`count` steps log-spaced from step 1 to step `until` (rounded, without repeats): records early in training,
+    where an order may form before the first of the evenly spaced records."""
+    return sorted({int(s) for s in np.rint(np.geomspace(1, until, count))}) if count and until >= 1 else []
+
+
+def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_every=None, record_early=0, **sgd):
     """Train `model` on (X, y) with cross-entropy and SGD (`nbdemo.ml.train.train`; `sgd`: lr,
     momentum, weight_decay, seed, ...), lr divided by 10 at the fractions `lr_milestones` of the run. At step 0, at
-    the end of the first epoch, every `record_every` steps (default: about 50 records in all) and at the end it
+    the end of the first epoch, every `record_every` steps (default: about 50 records in all), at `record_early`
+    steps log-spaced up to the first of those (`early_steps`) and at the end it
     records every layer's PFC metrics (`layer_metrics` of `block_features`, read as the classifier reads the last
     layer: `model.classifier_features`) and, from the classifier `model.head` applied to the last block's features,
     the training set's mean cross-entropy ("train_loss") and its number of misclassified samples ("train_errors"):
@@ -47,7 +55,7 @@ def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_ever
     """
     first_epoch = first_epoch_step(len(X), batch_size)
     every = record_every or max(1, steps // 50)
-    record_at = [first_epoch, *range(0, steps + 1, every)]
+    record_at = [first_epoch, *range(0, steps + 1, every), *early_steps(min(every, steps), record_early)]
     last = {}
 
     def head_fit(feats):
@@ -72,8 +80,8 @@ def train_recorded(model, X, y, *, steps, lr_milestones, batch_size, record_ever
 
 def train_fc(dataset, n_per_class, width, blocks, *, device, seed, **train_kwargs):
     """The run of PFC-1..3: an `FCResNet` of `blocks` blocks, `width` wide, trained by `train_recorded`
-    (`train_kwargs`: steps, lr_milestones, batch_size, lr, momentum, weight_decay, record_every) on a balanced
-    sample of `dataset`, `n_per_class` per class. Returns (X, y, History, the final `block_features`, training
+    (`train_kwargs`: steps, lr_milestones, batch_size, lr, momentum, weight_decay, record_every, record_early) on a
+    balanced sample of `dataset`, `n_per_class` per class. Returns (X, y, History, the final `block_features`, training
     accuracy), having said in a line what it trained on."""
     X, y = load(dataset, n_per_class=n_per_class, device=device, seed=seed)
     k = DATASETS[dataset][1]

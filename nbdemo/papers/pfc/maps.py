@@ -11,7 +11,8 @@ from nbdemo.papers.pfc.orders import depth_order_verdict
 
 # The rows of `depth_order_verdict` computed from the training loss and error alone, the same on any features: they
 # are not repeated among the channel means' notes.
-TRAINING_ROWS = ("training stayed finite", "training error 0", "terminal phase: loss still falling after zero error")
+TRAINING_ROWS = ("training stayed finite", "training error 0, reached and kept",
+                 "terminal phase: training loss after zero error, end window / start window - 1")
 MEANS = "channel means: "
 
 
@@ -26,14 +27,14 @@ def last_record_on(hist, metrics):
     return History(list(hist.steps), hist.loss, records, hist.diverged_at, hist.wall_s)
 
 
-def maps_verdict(hist, maps, means, n):
+def maps_verdict(hist, maps, means, n, raw=None):
     """PFC-4's verdict on `n` training samples: `depth_order_verdict` (the terminal phase, the regime, Conjecture 1's
     order across depth) on the metrics `maps` of the flattened maps, and, where `means` (the metrics of the channel
     means) is given, every row of the same verdict on the channel means that reads the features, as a note whose
-    name starts with MEANS."""
-    v = depth_order_verdict("PFC-4", last_record_on(hist, maps), maps, n)
+    name starts with MEANS. `raw`: the raw input's metrics, for the notes on the collapse relative to it."""
+    v = depth_order_verdict("PFC-4", last_record_on(hist, maps), maps, n, raw)
     if means is not None:
-        for row in depth_order_verdict("PFC-4", last_record_on(hist, means), means, n).rows:
+        for row in depth_order_verdict("PFC-4", last_record_on(hist, means), means, n, raw).rows:
             if row["name"] not in TRAINING_ROWS:
                 v.note(MEANS + row["name"], row["value"], shown=row["measured"])
     return v

@@ -8,8 +8,7 @@ import numpy as np
 
 from nbdemo.claims.verdict import paper
 from nbdemo.papers.pfc.experiment import first_epoch_step
-from nbdemo.papers.pfc.regime import (EPS_NAME, EPS_VARIANTS, ncc_correct, scored_depth,
-                                      terminal_phase_verdict)
+from nbdemo.papers.pfc.regime import ncc_alternatives, ncc_correct, scored_depth, terminal_phase_verdict
 
 # Conjecture 1's three orders across depth: metric, row, comparison of each block's change with 0, line of the text.
 ORDERS = [("PFC1", "PFC1 decreases across depth", ">", 190), ("PFC2", "PFC2 decreases across depth", ">", 192),
@@ -31,11 +30,13 @@ def holds_each(x, op):
 
 def check_across_depth(v, metrics, n, prefix=""):
     """Conjecture 1's order across depth (§III-A) as checks of Verdict `v`, on the layers before the effective
-    depth L0 (`scored_depth`: layers 0..L0, the blocks 1..L0, every block where no layer is NCC separable;
-    `require_regime` requires L0 to be the depth): PFC1 and PFC2 go down at every one of these blocks and the number
-    of NCC-correct samples (PFC3 as a count of the `n`) never goes down (statistic: each block's change,
-    `depth_changes`). With no block before L0 (L0 = 0) the statistic is NaN, which fails. The blocks after L0,
-    outside the conjecture, are notes. `prefix` starts every row's name. Returns L0."""
+    depth L0 (`scored_depth`: layers 0..L0, the blocks 1..L0, every block where no layer is NCC separable): PFC1
+    and PFC2 go down at every one of these blocks and the number of NCC-correct samples (PFC3 as a count of the `n`)
+    never goes down (statistic: each block's change, `depth_changes`), under each NCC tolerance too
+    (`ncc_alternatives`; the effective depth moves with it). With no block before L0 (L0 = 0) the statistic is NaN:
+    such a run is INCONCLUSIVE through the coverage floor of `require_regime` under every reading, so the row
+    decides nothing. The blocks after L0, outside the conjecture, are notes. `prefix` starts every row's name.
+    Returns L0."""
     correct = ncc_correct(metrics, n)
     L0 = scored_depth(correct, n)
     changes = depth_changes(metrics, n)
@@ -49,9 +50,10 @@ def check_across_depth(v, metrics, n, prefix=""):
                 else f"{metrics[name][0]:.3g} -> {metrics[name][L0]:.3g}")
         v.check(f"{prefix}{title} (blocks 1..L0)", statistic(name, L0), op, 0,
                 expected=f"{'no drop' if name == 'PFC3' else 'down'} at every block before effective depth",
-                shown=f"{int(np.sum(holds_each(before, op)))}/{L0} ({ends})" if L0 else "no block before it",
+                shown=(f"{int(np.sum(holds_each(before, op)))}/{L0} ({ends})" if L0
+                       else "no block before it: not scored (the coverage floor fails)"),
                 source=paper(f"Conjecture 1 ({name}), before effective depth", line),
-                inner={EPS_NAME: [statistic(name, scored_depth(correct, n, eps)) for eps in EPS_VARIANTS]})
+                alternatives=ncc_alternatives(lambda eps: statistic(name, scored_depth(correct, n, eps))))
         if len(after):
             v.note(f"{prefix}{name}: blocks after effective depth in order", int(np.sum(holds_each(after, op))),
                    shown=f"{int(np.sum(holds_each(after, op)))}/{len(after)}")
@@ -101,15 +103,16 @@ def check_order_trend(v, hist, n, batch_size):
             expected="> 0 (more (metric, block) pairs before L0 in order as training goes on)",
             shown=f"{rho:.2f} ({counts[0]} at step 0, {counts[-1]} of {3 * L0} at the end; records after step {first})",
             source=paper("Conjecture 1 ('gradually converge to the final order'), Fig. 2", 196),
-            inner={EPS_NAME: [order_trend(hist, n, scored_depth(correct, n, eps), first)[0] for eps in EPS_VARIANTS]})
+            alternatives=ncc_alternatives(lambda eps: order_trend(hist, n, scored_depth(correct, n, eps), first)[0]))
     settled = settled_step(hist.steps, counts)
     v.note("step from which the pairs in order stay at their final count", settled,
            shown=f"step {settled} of {hist.steps[-1]} ({counts[-1]} of {3 * L0} pairs in order)")
 
 
-def depth_order_verdict(claim, hist, metrics, n):
-    """The verdict of PFC-1 and PFC-4, the order across depth at the end of training: `terminal_phase_verdict` and
-    Conjecture 1's orders on the layers' final `metrics` (`check_across_depth`)."""
-    v = terminal_phase_verdict(claim, hist, n)
+def depth_order_verdict(claim, hist, metrics, n, raw=None):
+    """The verdict of PFC-1 and PFC-4, the order across depth at the end of training: `terminal_phase_verdict` (with
+    `raw`, the raw input's metrics, for its notes) and Conjecture 1's orders on the layers' final `metrics`
+    (`check_across_depth`)."""
+    v = terminal_phase_verdict(claim, hist, n, raw)
     check_across_depth(v, metrics, n)
     return v

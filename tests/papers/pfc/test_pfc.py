@@ -208,8 +208,16 @@ def test_train_recorded_and_the_terminal_phase_rows():
     v = Verdict("PFC-1")
     regime.require_terminal_phase(v, hist, len(y))
     regime.require_regime(v, hist, len(y))
-    assert [r["kind"] for r in v.rows] == ["requirement"] * 6 + ["note"] * 2  # the collapse ratios are required
+    assert [r["kind"] for r in v.rows] == ["requirement"] * 4 + ["note"] * 5  # the collapse ratios are notes
     assert all(r["source"] for r in v.rows if r["kind"] == "requirement")
+    early = models.train_recorded(resnets.FCResNet(8, 16, 2, 3), X, y, steps=100, lr_milestones=[0.8, 0.9],
+                                  batch_size=16, lr=0.05, record_early=4, progress=False)[0]
+    assert early.steps == [0, 1, 2, 3, 4, *range(6, 101, 2)]  # log-spaced 1, 1.3, 1.6, 2 -> 1, 2; the first epoch 3
+
+
+def test_early_steps_are_log_spaced_up_to_the_first_regular_record():
+    assert models.early_steps(1000, 4) == [1, 10, 100, 1000]
+    assert models.early_steps(120, 0) == [] and models.early_steps(0, 5) == []
 
 
 def small_conv_run():
@@ -245,7 +253,8 @@ def test_terminal_phase_rows_of_an_untrained_net_fail_without_crashing():
     v = regime.terminal_phase_verdict("PFC-1", hist, len(y))
     phase = next(r for r in v.rows if r["name"].startswith("terminal phase"))
     assert phase["value"] == "nan" and phase["ok"] is False  # never at zero error: no terminal phase
-    assert not any(r["ok"] for r in v.rows[1:] if r["kind"] == "requirement")  # only 'training stayed finite' holds
+    failed = [r["name"] for r in v.rows if r["kind"] == "requirement" and not r["ok"]]
+    assert failed == ["training error 0, reached and kept", phase["name"], "last layer NCC-separable: NCC error"]
     assert orders.order_trend(hist, len(y), 2)[0] == 0.0  # no record after step 0: no trend
 
 
@@ -274,30 +283,44 @@ def test_a_diverged_run_is_inconclusive_with_its_step_and_no_traceback(conv):
         assert v.outcome == "INCONCLUSIVE" and v.rows[0]["measured"] == f"diverged at step {hist.diverged_at}"
 
 
-def test_the_regime_needs_an_effective_depth_equal_to_the_depth_and_a_collapsed_last_layer():
+def test_the_regime_is_an_ncc_separable_last_layer_with_enough_blocks_before_the_effective_depth():
     from nbdemo.claims.verdict import Verdict
 
-    def rows(metrics, n=200):
+    def rows(metrics, n=200, raw=None):
         v = Verdict("PFC-1")
-        regime.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), n)
-        return {r["name"]: (r["kind"], r["ok"], r["value"]) for r in v.rows}
+        regime.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), n, raw)
+        return {r["name"]: r for r in v.rows}
 
+    # a perfectly separable last layer: NCC error 0, every tolerance met
     weak = {"PFC1": [1.0, 0.9, 0.7], "PFC2": [0.9, 0.85, 0.8], "PFC3": [0.9, 0.95, 1.0]}  # barely collapsed
     r = rows(weak)
-    assert r["effective depth L0 equals the depth"][:2] == ("requirement", True)
-    assert r["last layer collapsed (Fig. 4): PFC1 of the last layer / of layer 0"] == ("requirement", False, 0.7)
-    assert r["last layer: PFC1"] == ("note", None, 0.7)
-    # below the MUFM optimum's shares of its data (0.25, 0.28): 0.24 and 0.27 pass, 0.25 and 0.28 do not
-    r = rows({**weak, "PFC1": [1.0, 0.5, 0.24], "PFC2": [1.0, 0.5, 0.27]})
-    assert r["last layer collapsed (Fig. 4): PFC1 of the last layer / of layer 0"][1]
-    assert r["last layer collapsed (Fig. 4): PFC2 of the last layer / of layer 0"][1]
-    r = rows({**weak, "PFC1": [1.0, 0.5, 0.25], "PFC2": [1.0, 0.5, 0.28]})
-    assert not r["last layer collapsed (Fig. 4): PFC1 of the last layer / of layer 0"][1]
-    assert not r["last layer collapsed (Fig. 4): PFC2 of the last layer / of layer 0"][1]
-    # layer 1 already has at most 1% NCC errors: effective depth 1 of 2
-    assert not rows({**weak, "PFC3": [0.9, 0.99, 1.0]})["effective depth L0 equals the depth"][1]
-    # no layer NCC separable: no effective depth (NaN, which fails)
-    assert rows({**weak, "PFC3": [0.5, 0.6, 0.9]})["effective depth L0 equals the depth"][1:] == (False, "nan")
+    ncc, cover = r["last layer NCC-separable: NCC error"], r["coverage: share of the blocks before the effective depth"]
+    assert ncc["value"] == 0 and ncc["ok"] and all(a["ok"] for a in ncc["alternatives"].values())
+    assert cover["value"] == 1.0 and cover["ok"]  # effective depth 2 of 2: every block before it
+    assert r["last layer PFC1 / layer 0's"]["kind"] == "note" and r["last layer PFC1 / layer 0's"]["value"] == 0.7
+    assert "last layer PFC1 / the raw input's" not in r
+    assert rows(weak, raw={"PFC1": 2.8, "PFC2": 1.6})["last layer PFC2 / the raw input's"]["value"] == 0.5
+    # 2 NCC errors of 200 at the last layer: within our 1%, and the 2% reading, not the 0-error and 0.5% readings
+    ncc = rows({**weak, "PFC3": [0.9, 0.95, 0.99]})["last layer NCC-separable: NCC error"]
+    assert ncc["ok"] and {k: a["ok"] for k, a in ncc["alternatives"].items()} == {
+        "NCC tolerance 0 errors": False, "NCC tolerance 0.5%": False, "NCC tolerance 2%": True}
+    assert not rows({**weak, "PFC3": [0.9, 0.95, 0.985]})["last layer NCC-separable: NCC error"]["ok"]  # 3 of 200
+    # layer 1 already has at most 1% NCC errors: effective depth 1 of 2 blocks, coverage 0.5, the floor met, while
+    # 'effective depth = depth' (§IV-A) fails; under the 0-error tolerance layer 2 is the first separable one
+    cover = rows({**weak, "PFC3": [0.9, 0.99, 1.0]})["coverage: share of the blocks before the effective depth"]
+    assert cover["value"] == 0.5 and cover["ok"]
+    assert not cover["alternatives"]["effective depth = depth (§IV-A)"]["ok"]
+    assert cover["alternatives"]["NCC tolerance 0 errors"]["value"] == 1.0
+    # the input already separable: no block before the effective depth, coverage 0, the floor fails
+    cover = rows({**weak, "PFC3": [1.0, 1.0, 1.0]})["coverage: share of the blocks before the effective depth"]
+    assert cover["value"] == 0 and not cover["ok"] and not any(a["ok"] for a in cover["alternatives"].values())
+
+
+def test_coverage_is_the_share_of_blocks_before_the_effective_depth():
+    assert regime.coverage([170, 180, 199, 200, 200], 200) == 0.5  # layer 2 of 4
+    assert regime.coverage([200, 200, 200], 200) == 0.0
+    assert regime.coverage([150, 120, 115], 200) == 1.0  # none separable: every block is before it
+    assert regime.coverage([170, 180, 199, 200, 200], 200, eps=0) == 0.75
 
 
 def test_the_order_trend_is_the_rank_correlation_of_step_and_pairs_in_order():
@@ -349,22 +372,41 @@ def history(errors, loss, ncc=1.0, steps=None, metrics=None):
     return h
 
 
-def test_the_terminal_phase_begins_at_zero_error_and_needs_a_falling_loss():
+def test_the_terminal_phase_keeps_zero_error_and_its_loss_does_not_rise_over_windows():
     from nbdemo.claims.verdict import Verdict
 
     def rows(h, n=200):
         v = Verdict("PFC-1")
         regime.require_terminal_phase(v, h, n)
-        return {r["name"]: r["ok"] for r in v.rows}
+        return {r["name"]: r for r in v.rows}
 
-    assert regime.terminal_phase(history([5, 0, 0], [1.0, 0.1, 0.05], steps=[0, 10, 20])) == (10, 0.1, 0.05)
-    assert all(rows(history([5, 0, 0], [1.0, 0.1, 0.05])).values())
-    assert not rows(history([5, 3, 0], [1.0, 0.5, 0.05]))["terminal phase: loss still falling after zero error"]
-    assert not rows(history([5, 0, 0], [1.0, 0.05, 0.06]))["terminal phase: loss still falling after zero error"]
-    assert not rows(history([5, 0, 1], [1.0, 0.1, 0.05]))["training error 0"]
-    # NCC error: 2 of 200 is the 1% allowed, 3 is not (compared as counts, not floats)
-    assert rows(history([5, 0, 0], [1.0, 0.1, 0.05], ncc=0.99))["last layer NCC-separable: NCC error"]
-    assert not rows(history([5, 0, 0], [1.0, 0.1, 0.05], ncc=0.985))["last layer NCC-separable: NCC error"]
+    kept = "training error 0, reached and kept"
+    phase = "terminal phase: training loss after zero error, end window / start window - 1"
+    steps = list(range(0, 101, 10))
+    falling = [1.0, 0.1, 0.09, 0.08, 0.07, 0.06, 0.06, 0.05, 0.05, 0.05, 0.05]
+    h = history([5] + [0] * 10, falling, steps=steps)
+    assert regime.terminal_phase(h) == (10, 0.1, 0.05) and regime.zero_error_kept(h) == (10, 0)
+    # windows of a tenth of the run: steps 10-20 (mean 0.095) and 90-100 (0.05)
+    assert regime.loss_windows(h) == pytest.approx((0.095, 0.05))
+    r = rows(h)
+    assert r[kept]["ok"] and r[phase]["ok"] and r[phase]["value"] == pytest.approx(0.05 / 0.095 - 1, rel=1e-5)
+    # a flat loss whose last record is a little above the first: the previous two-record reading fails, the
+    # windows with their 10% tolerance do not
+    flat = [1.0] + [0.0017, 0.0016, 0.0017, 0.0016, 0.0017, 0.0016, 0.0017, 0.0016, 0.0016, 0.0018]
+    r = rows(history([5] + [0] * 10, flat, steps=steps))
+    alts = r[phase]["alternatives"]
+    assert r[phase]["ok"] and not alts["terminal-phase loss at two records, any fall (the previous reading)"]["ok"]
+    assert not alts["terminal-phase loss falls over the windows (no tolerance)"]["ok"]
+    rising = [1.0] + [0.05] * 5 + [0.06] * 5  # the end window 20% above the start window
+    assert not rows(history([5] + [0] * 10, rising, steps=steps))[phase]["ok"]
+    # zero error lost again at a record: not kept, though 0 at the end (the previous reading)
+    r = rows(history([5, 0, 1] + [0] * 8, falling, steps=steps))
+    assert r[kept]["value"] == 1 and not r[kept]["ok"]
+    assert r[kept]["alternatives"]["training error 0 at the end only"]["ok"]
+    # zero error only in the last tenth: no terminal phase two windows long (NaN fails)
+    r = rows(history([5] * 10 + [0], falling, steps=steps))
+    assert r[kept]["ok"] and r[phase]["value"] == "nan" and not r[phase]["ok"]
+    assert rows(history([5] * 11, falling, steps=steps))[kept]["value"] == "nan"  # never 0
 
 
 def test_effective_depth_is_the_first_layer_with_ncc_error_at_most_eps():
@@ -402,36 +444,35 @@ def test_check_across_depth_scores_the_blocks_before_effective_depth():
                   "NCC-correct samples never fewer across depth (blocks 1..L0)": False}
 
 
-def test_the_depth_rows_declare_the_ncc_tolerance_with_its_variants():
+def test_the_depth_rows_declare_the_ncc_tolerances_as_alternatives_under_one_name():
     from nbdemo.claims.verdict import Verdict
 
-    # the last layer has 2 NCC errors of 200, exactly the 1% allowed: 10% less tolerance (1.8) makes it not NCC
-    # separable, so that every block is scored (L0 = 3) and the effective depth is not defined
+    # the last layer has 2 NCC errors of 200, exactly the 1% allowed: with no error allowed it is not NCC separable,
+    # so that every block is scored (3), and with 2% layer 2 (2 errors) is the effective depth as with 1%
     metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6]),
                "PFC3": np.array([0.9, 0.95, 0.99, 0.99])}
     v = Verdict("PFC-1")
     assert orders.check_across_depth(v, metrics, 200) == 2
     row = v.rows[0]
-    (name, (lower, higher)), = row["inner"].items()
-    assert "1%" in name and len(row["value"]) == 2 and len(lower) == 3 and len(higher) == 2
-    v = Verdict("PFC-1")
-    regime.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), 200)
-    depth = v.rows[0]
-    assert depth["value"] == 2 and depth["inner"][name] == ["nan", 2]
+    assert len(row["value"]) == 2 and set(row["alternatives"]) == set(regime.NCC_READINGS)
+    assert len(row["alternatives"]["NCC tolerance 0 errors"]["value"]) == 3
+    assert len(row["alternatives"]["NCC tolerance 2%"]["value"]) == 2
     v = Verdict("PFC-2")
     h = history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics)
     orders.check_order_trend(v, h, 200, batch_size=128)
     assert v.rows[0]["value"] == 0.0 and v.rows[0]["ok"] is False  # the same order at every record: no trend
-    assert v.rows[0]["inner"][name] == [0.0, 0.0]
+    assert v.rows[0]["alternatives"]["NCC tolerance 0 errors"]["value"] == 0.0
 
 
-def test_no_block_before_effective_depth_fails_the_checks():
-    from nbdemo.claims.verdict import Verdict
-
-    v = Verdict("PFC-1")
+def test_no_block_before_effective_depth_is_inconclusive_not_a_failure():
+    n = 100
     metrics = {"PFC1": np.array([1.0, 0.5]), "PFC2": np.array([0.9, 0.8]), "PFC3": np.array([1.0, 1.0])}
-    assert orders.check_across_depth(v, metrics, 100) == 0
-    assert not any(r["ok"] for r in v.rows if r["kind"] == "check")
+    v = orders.depth_order_verdict("PFC-1", history([5, 0, 0, 0, 0], [1.0, 0.1, 0.1, 0.05, 0.05], metrics=metrics),
+                                   metrics, n)
+    assert not any(r["ok"] for r in v.rows if r["kind"] == "check")  # no block to score: NaN
+    assert v.outcome == "INCONCLUSIVE"  # ... decides nothing: the coverage floor fails
+    assert [r["name"] for r in v.rows if r["kind"] == "requirement" and not r["ok"]] == [
+        "coverage: share of the blocks before the effective depth"]
 
 
 def test_measure_layers_gives_the_effective_depth():
@@ -447,19 +488,20 @@ def test_depth_order_verdict_holds_the_rows_pfc1_and_pfc4_share():
     n = 200
     metrics = {"PFC1": np.array([3.0, 2.0, 1.0, 0.5, 0.2]), "PFC2": np.array([0.9, 0.8, 0.7, 0.6, 0.05]),
                "PFC3": np.array([0.9, 0.95, 0.95, 0.98, 0.995])}  # 4 NCC errors at layer 3, 1 at the last
-    v = orders.depth_order_verdict("PFC-1", history([5, 0, 0], [1.0, 0.1, 0.05], metrics=metrics), metrics, n)
+    h = history([5, 0, 0, 0, 0], [1.0, 0.1, 0.1, 0.05, 0.05], metrics=metrics)
+    v = orders.depth_order_verdict("PFC-1", h, metrics, n)
     assert [r["name"] for r in v.rows] == [
-        "training stayed finite", "training error 0", "terminal phase: loss still falling after zero error",
-        "last layer NCC-separable: NCC error", "effective depth L0 equals the depth",
-        "last layer collapsed (Fig. 4): PFC1 of the last layer / of layer 0",
-        "last layer collapsed (Fig. 4): PFC2 of the last layer / of layer 0", "last layer: PFC1", "last layer: PFC2",
-        "PFC1 decreases across depth (blocks 1..L0)", "PFC2 decreases across depth (blocks 1..L0)",
-        "NCC-correct samples never fewer across depth (blocks 1..L0)"]
-    assert v.rows[5]["value"] == pytest.approx(0.2 / 3) and v.outcome == "REPRODUCED"
-    assert regime.page_numbers(history([5, 0, 0], [1.0, 0.1, 0.05]), metrics) == pytest.approx(
-        {"zero_error_step": 1, "pfc1_ratio": 0.2 / 3, "pfc2_ratio": 0.05 / 0.9})
-    assert [r["name"] for r in regime.terminal_phase_verdict("PFC-2", history([5, 0, 0], [1, 0.1, 0.05]), n).rows] \
-        == [r["name"] for r in v.rows[:9]]
+        "training stayed finite", "training error 0, reached and kept",
+        "terminal phase: training loss after zero error, end window / start window - 1",
+        "last layer NCC-separable: NCC error", "coverage: share of the blocks before the effective depth",
+        "effective depth L0", "last layer: PFC1", "last layer: PFC2", "last layer PFC1 / layer 0's",
+        "last layer PFC2 / layer 0's", "PFC1 decreases across depth (blocks 1..L0)",
+        "PFC2 decreases across depth (blocks 1..L0)", "NCC-correct samples never fewer across depth (blocks 1..L0)"]
+    assert v.rows[8]["value"] == pytest.approx(0.2 / 3) and v.outcome == "REPRODUCED"
+    assert regime.page_numbers(h, metrics, n) == pytest.approx(
+        {"zero_error_step": 1, "ncc_errors": 1, "coverage": 1.0, "pfc1_ratio": 0.2 / 3, "pfc2_ratio": 0.05 / 0.9})
+    assert regime.page_numbers(h, metrics, n, raw={"PFC1": 0.4, "PFC2": 0.1})["raw_pfc1_ratio"] == pytest.approx(0.5)
+    assert [r["name"] for r in regime.terminal_phase_verdict("PFC-2", h, n).rows] == [r["name"] for r in v.rows[:10]]
 
 
 def test_transport_cost_is_the_identity_below_theorem1():
@@ -522,8 +564,8 @@ def test_pfc4_scores_the_flattened_maps_and_notes_the_channel_means():
     on_means = orders.depth_order_verdict("PFC-4", hist, means, len(y)).rows  # as recorded: the channel means
     on_maps = [r for r in v.rows if not r["name"].startswith(maps.MEANS)]
     assert [(r["kind"], r["name"]) for r in on_maps] == [(r["kind"], r["name"]) for r in on_means]
-    ratio = rows["last layer collapsed (Fig. 4): PFC1 of the last layer / of layer 0"]
-    assert ratio["kind"] == "requirement"
+    ratio = rows["last layer PFC1 / layer 0's"]
+    assert ratio["kind"] == "note"
     assert ratio["value"] == pytest.approx(flat["PFC1"][-1] / flat["PFC1"][0], rel=1e-5)  # the maps decide
     for r in on_means:
         if r["name"] in maps.TRAINING_ROWS:  # the same on any features: scored once
