@@ -23,7 +23,9 @@ from types import SimpleNamespace
 import yaml
 
 from nbdemo.claims.registry import ROOT
-from nbdemo.runs import params, rules, runner, store
+from nbdemo.claims.verdict import OUTCOMES
+from nbdemo.runs import params, rules, runner, safe, store
+from nbdemo.runs.params import short
 
 REVISIONS = ROOT / "results" / "revisions"
 KINDS = ("check", "threshold", "reading", "setting", "requirement", "control")  # of a declared revision
@@ -99,38 +101,130 @@ def _revision(entry):
     return {"key": hashlib.sha1(json.dumps([rev["date"], rev["kind"], rev["what"]]).encode()).hexdigest()[:12], **rev}
 
 
-def declared(text):
-    """The revisions of a results/revisions/<CLAIM>.yml text, as `_revision`s."""
-    entries = yaml.safe_load(text) or []
+def declared(text, what="a file of results/revisions/"):
+    """The revisions of a results/revisions/<CLAIM>.yml text, as `_revision`s, read by the bounded reader
+    (`safe.yaml_load`); one that is not a list of mappings of texts raises `StoreError`, one line."""
+    try:
+        entries = safe.yaml_load(text, str(what)) or []
+    except safe.Unreadable as e:
+        raise store.StoreError(str(e)) from None
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise ValueError("a revision record is a YAML list of mappings (date, kind, what, why)")
+        raise store.StoreError(f"{what}: a revision record is a YAML list of mappings (date, kind, what, why)")
+    for e in entries:
+        if bad := [k for k in ("date", "kind", "what", "why") if not isinstance(e.get(k, ""), (str, int, float))]:
+            raise store.StoreError(f"{what}: a revision's {bad[0]} {short(e[bad[0]])} is not a text")
     return [_revision(e) for e in entries]
 
 
+HISTORY_REPAIR = ("restore it with `git checkout -- results/history/`, or move it away and run "
+                  "`nbdemo history --backfill`")
+
+
+def _text(x, none=False):
+    return isinstance(x, str) or (none and x is None)
+
+
+def _mapping_of(x, test):
+    return isinstance(x, dict) and all(isinstance(k, str) and test(v) for k, v in x.items())
+
+
+def _state_fault(s):
+    """What is wrong with one state of a history (what `state` makes, with "commit" and "at"), or None."""
+    if not isinstance(s, dict):
+        return "is not a mapping"
+    for field, none in (("key", False), ("at", False), ("headline", False), ("commit", True), ("code", True)):
+        if not _text(s.get(field), none):
+            return f"{field} {short(s.get(field))} is not a text"
+    if not all(isinstance(s.get(f), int) and not isinstance(s[f], bool) and s[f] >= 0 for f in ("k", "n")):
+        return f"k {short(s.get('k'))} or n {short(s.get('n'))} is not a count"
+    if not _mapping_of(s.get("seeds"), lambda v: isinstance(v, dict) and _text(v.get("digest"))
+                       and (v.get("outcome") is None or v["outcome"] in OUTCOMES)) \
+            or not all(store.SEED_KEY.fullmatch(k) for k in s["seeds"]):
+        return "seeds is not a mapping of seeds to an outcome and a digest"
+    if not _mapping_of(s.get("started", {}), _text):
+        return "started is not a mapping of seeds to times"
+    if not _mapping_of(s.get("rows"), lambda v: isinstance(v, list) and len(v) == 4 and _text(v[0])):
+        return "rows is not a mapping of names to [kind, comparison, threshold, source]"
+    if s.get("parameters") is not None and not isinstance(s["parameters"], dict):
+        return "parameters is not a mapping or null"
+    c = s.get("control")
+    if c is not None and not (isinstance(c, dict) and "profile" in c and _mapping_of(c.get("seeds"), _text)):
+        return "control is not a profile with a mapping of seeds to digests, or null"
+    return None
+
+
+def _revision_fault(r):
+    if not isinstance(r, dict):
+        return "is not a mapping"
+    for field, none in (("key", False), ("at", False), ("date", False), ("kind", False), ("what", False),
+                        ("why", False), ("commit", True)):
+        if not _text(r.get(field), none):
+            return f"{field} {short(r.get(field))} is not a text"
+    return None
+
+
+def _fault(h, claim):
+    """What is wrong with a history's content, as a text, or None."""
+    if not (isinstance(h, dict) and isinstance(h.get("states"), list) and isinstance(h.get("revisions"), list)):
+        return "is not a mapping with the lists 'states' and 'revisions'"
+    if h.get("claim", claim.id) != claim.id:
+        return f"holds claim {short(h['claim'])}, not {claim.id}"
+    for part, fault_of in (("states", _state_fault), ("revisions", _revision_fault)):
+        for i, e in enumerate(h[part]):
+            if fault := fault_of(e):
+                return f"{part[:-1]} {i + 1}: {fault}"
+    return None
+
+
 def load(claim):
+    """The claim's history, read through the store's checked reader (bounded, no key twice) and checked field by
+    field; a damaged one raises `StoreError`, one line naming it."""
     file = path(claim)
-    return json.loads(file.read_text()) if file.exists() else {"claim": claim.id, "states": [], "revisions": []}
+    if (text := store.read(file, HISTORY_REPAIR)) is None:
+        return {"claim": claim.id, "states": [], "revisions": []}
+    try:
+        h = safe.json_load(text, None, store.MAX_BYTES)
+    except safe.Unreadable as e:
+        raise store.StoreError(f"{file}: {e.why}; {HISTORY_REPAIR}") from None
+    if fault := _fault(h, claim):
+        raise store.StoreError(f"{file}: {fault}; {HISTORY_REPAIR}")
+    return h
 
 
 def merge(claim, states=(), revisions=()):
     """Add the states and revisions that the claim's history does not hold yet (by key), fill in the commit of a
-    state that a sweep stored and git now holds, and write the history; return it. Nothing is removed."""
-    h = load(claim)
-    for part, new in (("states", states), ("revisions", revisions)):
-        held = {e["key"]: e for e in h[part]}
-        for e in new:
-            if e["key"] not in held:
-                held[e["key"]] = e
-                h[part].append(e)
-            elif e.get("commit") and not held[e["key"]].get("commit"):
-                held[e["key"]]["commit"] = e["commit"]
-        h[part].sort(key=lambda e: e["at"])
-    runner.atomic_write(json.dumps(h, indent=1, ensure_ascii=False) + "\n", path(claim))
+    state that a sweep stored and git now holds, and write the history; return it. Nothing is removed. The
+    read-modify-write holds the history file's lock, so writers at once (sweeps, a backfill) keep every entry."""
+    file = path(claim)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with store.lock(file):
+        h = load(claim)
+        for part, new in (("states", states), ("revisions", revisions)):
+            held = {e["key"]: e for e in h[part]}
+            for e in new:
+                if e["key"] not in held:
+                    held[e["key"]] = e
+                    h[part].append(e)
+                elif e.get("commit") and not held[e["key"]].get("commit"):
+                    held[e["key"]]["commit"] = e["commit"]
+            h[part].sort(key=lambda e: e["at"])
+        runner.atomic_write(json.dumps(h, indent=1, ensure_ascii=False) + "\n", file)
     return h
 
 
+class NoGit(store.StoreError):
+    """The checkout has no git repository (a download without .git) or git is not installed: the history cannot be
+    read from git."""
+
+
 def _git(*args):
-    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+    except FileNotFoundError:
+        raise NoGit("git is not installed, and the verdict's history is read from git") from None
+    except subprocess.CalledProcessError as e:
+        why = " ".join((e.stderr or "").split())[:200] or f"git {args[0]} exited {e.returncode}"
+        raise NoGit(f"{ROOT} has no git history to read the verdict's history from ({why})") from None
 
 
 def _commits(*paths):
@@ -201,7 +295,8 @@ def git_revisions(claim):
 
 def backfill(claim):
     """Merge into the claim's history every state and revision that git holds; return the history. (A revision not
-    committed yet is `pending` until a sweep records it, or a backfill after it is committed.)"""
+    committed yet is `pending` until a sweep records it, or a backfill after it is committed.) Without git,
+    `NoGit`, one line; the history is left as it is."""
     return merge(claim, git_states(claim), git_revisions(claim))
 
 
@@ -215,12 +310,15 @@ def pending(claim, at):
 
 def record(claim, started):
     """Add the store's state of now to the claim's history (a sweep calls this when it has stored its runs; started:
-    when the sweep began), after the revisions declared since, which git stamps or else `started` does."""
+    when the sweep began), after the revisions declared since, which git stamps or else `started` does. Without git,
+    `NoGit` (one line), and nothing is written."""
     default = store.path(claim)
     if not default.exists():
         return load(claim)
     control = store.path(claim, rules.CONTROL)
+    store.load(claim), store.load(claim, rules.CONTROL)  # both checked before `state` reads them
+    revisions = git_revisions(claim) + pending(claim, started)  # without git: `NoGit`, before anything is written
     s = state(default.read_bytes(), control.read_bytes() if control.exists() else None, params.defaults(claim),
               params.profile_file(claim))
-    return merge(claim, [{**s, "commit": None, "at": now()}], git_revisions(claim) + pending(claim, started))
+    return merge(claim, [{**s, "commit": None, "at": now()}], revisions)
 

@@ -8,18 +8,19 @@ nbformat, so that the command line refuses bad input in well under a second.
 import ast
 import json
 import math
+import os
 import re
 from pathlib import Path
 
-import yaml
-
 from nbdemo.ml.catalog import DATASETS, PRECISIONS
+from nbdemo.runs import safe
 
 PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 # Keys of a profile file that are texts, not profiles: what the `control` profile is and why it must fail the checks,
 # or why the claim has no control (see nbdemo.runs.evidence).
 CONTROL_TEXTS = ("control about", "control untested", "no control")
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*", re.ASCII)  # also a folder's name: results/<profile>/
+MAX_PROFILE_BYTES, MAX_VALUE_BYTES = 2 ** 20, 2 ** 16  # a profile file (the largest has 3 KB), a -p value
 
 
 class ParameterError(ValueError):
@@ -49,9 +50,11 @@ def profile_file(claim):
     """The mapping in nbdemo/profiles/<CLAIM>.yml ({} when there is none)."""
     path = PROFILES / f"{claim.id}.yml"
     try:
-        named = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
-    except yaml.YAMLError as e:
-        raise ParameterError(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
+        named = (safe.yaml_load(path.read_text(), str(path), MAX_PROFILE_BYTES) if path.exists() else None) or {}
+    except (OSError, UnicodeDecodeError) as e:
+        raise ParameterError(f"{path} cannot be read: {getattr(e, 'strerror', None) or e}") from None
+    except safe.Unreadable as e:
+        raise ParameterError(str(e)) from None
     if not isinstance(named, dict):
         raise ParameterError(f"{path}: a profile file is a mapping of profile names to overrides")
     return named
@@ -190,6 +193,40 @@ RULES = {  # parameter name (or "CLAIM:name", for one claim's) -> (test, what is
 }
 
 
+# Training images per class of each dataset read from files (its smallest class's, for MNIST; MNIST-1D is generated):
+# what `n_per_class` and its kin may take from one class.
+TRAIN_PER_CLASS = {"fashion-mnist": 6000, "mnist": 5421, "cifar10": 5000, "cifar100": 500, "stl10": 500}
+PER_CLASS = ("n_per_class", "n_binary_per_class", "n_whiten_per_class")
+# The size parameters of the networks, for `weight_bytes`: widths (units or channels), depths (layers or blocks),
+# models trained side by side, and the input's size where no dataset gives it.
+WIDTHS = ("width", "widths", "cnn_hidden", "linear_width", "cnn_channels")
+DEPTHS = ("depth", "depths", "blocks", "linear_depth", "layers", "depth_regime", "depth_shallow")
+ENSEMBLES = ("n_models", "n_mlp_models")
+SIZES = WIDTHS + DEPTHS + ENSEMBLES + ("dataset", "dim")
+
+
+def _largest(params, names, none=1):
+    values = [x for n in names if n in params for x in (params[n] if isinstance(params[n], list) else [params[n]])]
+    return max(values, default=none)
+
+
+def weight_bytes(params):
+    """An upper estimate of the memory a claim's networks take: its largest ensemble of networks as deep and as wide
+    as its largest depth and width, in float32, with a gradient and a momentum per weight (x 3). The largest of any
+    profile is 6 GiB (PCB-7's paper profile); depth 1,000 at width 16,384 is 3,000 GiB."""
+    width = _largest(params, WIDTHS, none=0)
+    inputs = math.prod(DATASETS[params["dataset"]][0]) if params.get("dataset") in DATASETS else params.get("dim", 1)
+    return 12 * _largest(params, ENSEMBLES) * (_largest(params, DEPTHS) * width ** 2 + inputs * width)
+
+
+def memory():
+    """This machine's memory in bytes (infinite where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return math.inf
+
+
 def rule(claim, name):
     """The rule of a claim's parameter (its own, "CLAIM:name", else the shared one), or None."""
     return RULES.get(f"{claim.id}:{name}") or RULES.get(name)
@@ -198,17 +235,13 @@ def rule(claim, name):
 # ---------------------------------------------------------------- checking values
 
 def _coerce(name, value, default):
-    """Parse a command-line string as YAML and check it against the type of the default value."""
+    """Parse a command-line string as YAML (`safe.yaml_load`: plain numbers only, no alias, bounded) and check it
+    against the type of the default value."""
     if isinstance(value, str) and not isinstance(default, str):
         try:
-            value = yaml.safe_load(value)
-        except (yaml.YAMLError, ValueError, RecursionError):  # ValueError: an integer of more than 4,300 digits
-            raise ParameterError(f"parameter {name!r}: cannot read {short(value)} as a value") from None
-    if isinstance(default, float) and isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            pass
+            value = safe.yaml_load(value, None, MAX_VALUE_BYTES, max_depth=8)
+        except safe.Unreadable as e:
+            raise ParameterError(f"parameter {name!r}: cannot read {short(value)} as a value: {e.why}") from None
     if default is None:
         return value
     want = type(default)
@@ -264,6 +297,15 @@ def validate(claim, overrides, force=False):
         if len(params[name]) > k or not all(0 <= c < k for c in params[name]):
             raise ParameterError(f"parameter {name!r} = {params[name]} does not fit {params['dataset']}, "
                                  f"which has classes 0..{k - 1}")
+    per_class = TRAIN_PER_CLASS.get(params.get("dataset"))
+    for name in [n for n in PER_CLASS if n in params and per_class]:
+        if params[name] > per_class:
+            raise ParameterError(f"parameter {name!r} = {params[name]:,} is more than {params['dataset']} has: "
+                                 f"{per_class:,} training images per class")
+    if not force and (need := weight_bytes(params)) > (have := memory()):
+        raise ParameterError(f"parameters {', '.join(f'{n}={short(params[n])}' for n in SIZES if n in params)}: "
+                             f"the networks' weights, gradients and momentum take about {need / 2 ** 30:,.0f} GiB, "
+                             f"more than this machine's {have / 2 ** 30:,.0f} GiB: give --force to run it")
     if "layer" in params and "depth" in params and params["layer"] >= params["depth"]:
         raise ParameterError(f"parameter 'layer' = {params['layer']} is not a hidden layer of a network of depth "
                              f"{params['depth']}: give 1..{params['depth'] - 1}")

@@ -22,8 +22,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from nbdemo.claims.registry import ROOT
-from nbdemo.claims.verdict import KINDS, OPS, OUTCOMES
-from nbdemo.runs import fingerprint, params, runner
+from nbdemo.claims.verdict import KINDS, OPS, OUTCOMES, holds, numbers, outcome
+from nbdemo.runs import fingerprint, params, runner, safe
 from nbdemo.runs.params import short
 
 RESULTS = Path(os.environ.get("NBDEMO_RESULTS", ROOT / "results"))
@@ -120,7 +120,17 @@ def _row_fault(row):
     if not isinstance(inner, dict) or not all(
             v is None or (isinstance(v, list) and len(v) == 2 and all(map(_statistic, v))) for v in inner.values()):
         return "inner is not a mapping of thresholds to [value lower, value higher] or null"
+    if (recomputed := holds(row["value"], row["op"], t)) != row["ok"] and not _rounded_away(row["value"], t):
+        return (f"ok is {str(row['ok']).lower()}, but value {short(row['value'])} {row['op']} {short(t)} "
+                f"{'holds' if recomputed else 'does not hold'}")
     return None
+
+
+def _rounded_away(value, threshold):
+    """Whether a number of a stored statistic lies within its rounding (`verdict.encode` keeps 6 significant digits)
+    of its threshold: there the run's own unrounded number may have decided its `ok` either way."""
+    xs, ts = numbers(value), numbers(threshold)
+    return any(abs(x - t) <= 1e-6 * max(abs(x), abs(t)) for x, t in zip(xs, ts * len(xs) if len(ts) == 1 else ts))
 
 
 def _fault(run, seed):
@@ -152,6 +162,8 @@ def _fault(run, seed):
         if fault := _row_fault(row):
             name = row.get("name") if isinstance(row, dict) else None
             return f"row {short(name)}: {fault}" if _text(name) and name else f"row {i + 1}: {fault}"
+    if run["rows"] and run.get("outcome") is not None and run["outcome"] != (made := outcome(run["rows"])):
+        return f"outcome {run['outcome']} is not its rows' ({made})"
     return None
 
 
@@ -175,32 +187,43 @@ def _check(body, claim):
     return None
 
 
-def load(claim, profile="default", overrides=None):
-    """The stored runs of a claim, {seed: record}; empty when none are stored. A file that cannot be read or is
-    damaged raises `StoreError`, one line naming it and what is wrong."""
-    file = path(claim, profile, overrides)
+def read(file, repair=REPAIR):
+    """The text of a file of the store (a results file, a history), or None where there is none; one that is not a
+    regular file, is larger than MAX_BYTES, cannot be read or is empty raises `StoreError`, before it is read."""
     try:
         size = file.stat().st_size
         if not file.is_file():  # a folder, a FIFO (a read would wait for good), a device
             raise StoreError(f"{file} is not a regular file; move it away")
         if size > MAX_BYTES:
-            raise StoreError(f"{file} has {size:,} bytes; a results file holds at most {MAX_BYTES:,}; {REPAIR}")
+            raise StoreError(f"{file} has {size:,} bytes; a results file holds at most {MAX_BYTES:,}; {repair}")
         text = file.read_text()
     except FileNotFoundError:
-        return {}
+        return None
     except NotADirectoryError:
         folder = next(p for p in reversed(file.parents) if p.exists() and not p.is_dir())
         raise StoreError(f"{folder} is not a folder; move it away") from None
     except (OSError, UnicodeDecodeError) as e:
         raise StoreError(f"{file} cannot be read: {getattr(e, 'strerror', None) or e}") from None
     if not text.strip():
-        raise StoreError(f"{file} is empty; {REPAIR}")
-    try:
-        body = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise StoreError(f"{file} is not valid JSON ({e.msg}: line {e.lineno} column {e.colno}); {REPAIR}") from None
-    except RecursionError:
-        raise StoreError(f"{file}: nested deeper than {MAX_DEPTH} levels; {REPAIR}") from None
+        raise StoreError(f"{file} is empty; {repair}")
+    return text
+
+
+def lock(file):
+    """The lock of a file of the store (`.<name>.lock` beside it), held by every read-modify-write of it."""
+    return FileLock(file.with_name(f".{file.name}.lock"))
+
+
+def load(claim, profile="default", overrides=None):
+    """The stored runs of a claim, {seed: record}; empty when none are stored. A file that cannot be read or is
+    damaged raises `StoreError`, one line naming it and what is wrong."""
+    file = path(claim, profile, overrides)
+    if (text := read(file)) is None:
+        return {}
+    try:  # bounded numbers, no key twice (a seed stored twice); the nesting is checked part by part below
+        body = safe.json_load(text, None, MAX_BYTES, MAX_DEPTH, walk=False)
+    except safe.Unreadable as e:
+        raise StoreError(f"{file}: {e.why}; {REPAIR}") from None
     if fault := _check(body, claim):
         raise StoreError(f"{file}: {fault}; {REPAIR}")
     return {int(s): r for s, r in body["runs"].items()}
@@ -220,7 +243,7 @@ def store(claim, meta, profile="default", overrides=None):
     if fault := _fault(json.loads(json.dumps(rec)), rec["seed"]):  # as it would be read back
         raise StoreError(f"{file}: seed {rec['seed']}: {fault}; the run is not stored")
     file.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(file.with_name(f".{file.name}.lock")):
+    with lock(file):
         runs = load(claim, profile, overrides)
         if rec["seed"] not in runs and len(runs) >= MAX_RUNS:
             raise StoreError(f"{file} holds {len(runs):,} runs, the most a results file may hold")

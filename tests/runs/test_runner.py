@@ -206,7 +206,7 @@ REFUSED = [  # (arguments, what the one line of stderr must say); every case run
                                                                                  "LocalCluster"),
     (["run", "TFD-1", "nosuch\nclaim"], "unknown claim 'nosuch\\nclaim'"),
 ]
-MALFORMED = [("paper: {steps: [1, 2\n", "is not valid YAML"), ("paper: 3\n", "paper is not"),
+MALFORMED = [("paper: {steps: [1, 2\n", "TFD-1.yml: not valid YAML"), ("paper: 3\n", "paper is not"),
              ("- just a list\n", "a profile file is a mapping")]
 
 
