@@ -184,6 +184,9 @@ def cmd_sweep(args):
     overrides = _overrides(args.p)
     if "seed" in overrides:
         raise params.ParameterError("a sweep sets the seed itself: give the seeds with --seeds, not -p seed")
+    seeds = parse_seeds(" ".join(args.seeds))
+    for c in claims:  # on every path, --stale too: every claim's parameters before any work
+        params.resolve(c, args.profile, overrides, args.force)
     if args.stale:
         # the default profile's check covers each claim's control too, which the claim's headline depends on
         profiles = [args.profile] + ([rules.CONTROL] if args.profile == "default" and not overrides else [])
@@ -193,7 +196,7 @@ def cmd_sweep(args):
             print(f"{c.id} seed {s}{'' if p == args.profile else f' ({p})'}: stale")
         print(f"{len(stale)} stored runs are stale")
         sys.exit(1 if stale else 0)
-    sweep(claims, parse_seeds(" ".join(args.seeds)), args.profile, overrides, scheduler=args.scheduler,
+    sweep(claims, seeds, args.profile, overrides, scheduler=args.scheduler,
           security=args.security, workers=args.workers, commit=args.commit,
           gpu=args.gpu, force=args.force)
     for c in claims:
@@ -202,9 +205,11 @@ def cmd_sweep(args):
 
 
 def cmd_book(args):
-    for c in CLAIMS.values():  # a damaged store stops the book before any notebook runs (or the book's code loads)
-        for profile in {args.profile, rules.CONTROL}:
+    for c in CLAIMS.values():  # a damaged store, history or revisions file stops the book before any notebook runs
+        for profile in {args.profile, rules.CONTROL}:  # (or the book's code loads)
             store.load(c, profile)
+        history.load(c)
+        history.pending(c, history.now())
     from nbdemo.book.build import build
     build(args.profile, strict=args.strict)
 
@@ -290,10 +295,13 @@ def main(argv=None):
         sys.exit(2)
     except KeyboardInterrupt as e:  # exit 128 + the signal's number, as a shell reports a command it stopped
         print("nbdemo: interrupted; notebooks/ is untouched and no partial result was kept", file=sys.stderr)
-        sys.exit(143 if isinstance(e, runner.Terminated) else 130)
+        sys.exit(128 + ((e.args or (15,))[0] if isinstance(e, runner.Terminated) else 2))
     except BrokenPipeError:  # `nbdemo list | head`: the reader stopped reading (as the Python docs advise)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    except OSError as e:  # the machine's, not the input's: a folder that cannot be made, a disk full, no permission
+        print(f"nbdemo: {e.filename + ': ' if e.filename else ''}{e.strerror or e}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

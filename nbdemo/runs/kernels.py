@@ -15,24 +15,47 @@ class NotebookFailed(RuntimeError):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, unwinding like Ctrl-C (the command then exits 143, not 130)."""
+    """SIGTERM or SIGHUP (a closed terminal), unwinding like Ctrl-C; args[0] is the signal's number (the command
+    then exits 128 + it: 143, 129), not 130."""
+
+
+STOPS = (signal.SIGTERM, signal.SIGHUP)  # handled as SIGTERM: unwind and clean up
 
 
 @contextlib.contextmanager
 def sigterm_as_interrupt():
-    """SIGTERM unwinds like Ctrl-C, so temporary files are removed and the kernel is shut down. Only the main
-    thread can install a handler: in a Dask worker, which runs tasks in threads, the worker handles its signals."""
+    """SIGTERM and SIGHUP unwind like Ctrl-C, so temporary files are removed and the kernel is shut down. Only the
+    main thread can install a handler: in a Dask worker, which runs tasks in threads, the worker handles its
+    signals."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def raise_interrupt(*_):
-        raise Terminated
-    old = signal.signal(signal.SIGTERM, raise_interrupt)
+    def raise_interrupt(signum, _):
+        raise Terminated(signum)
+    old = {sig: signal.signal(sig, raise_interrupt) for sig in STOPS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_ignored(signals=(signal.SIGINT, *STOPS)):
+    """Ctrl-C, SIGTERM and SIGHUP ignored for a while: during the cleanup after an interrupt, so that a second
+    Ctrl-C neither breaks it off nor prints a traceback; and while a sweep's LocalCluster starts its worker
+    processes, which keep SIGINT ignored (Python keeps an ignored SIGINT), so that Ctrl-C reaches only the sweep,
+    which stops them itself. In the main thread only (elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def kernel_manager():

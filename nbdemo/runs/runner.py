@@ -73,6 +73,25 @@ def run_name(profile="default", overrides=None, dry_run=False):
     return name
 
 
+def writable(folder):
+    """Make `folder` (under build/, which NBDEMO_BUILD may move), or refuse in one line where it cannot be made."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ParameterError(f"cannot make the folder {folder} ({e.strerror or e}): set NBDEMO_BUILD to a folder "
+                             "that can be written") from None
+
+
+def ensure_data(parameters):
+    """`datacheck.ensure`, with what the file system refuses (a folder where a cached data file should be, a file
+    that cannot be read or removed) as one line, `BadData`, rather than a traceback."""
+    try:
+        datacheck.ensure(parameters)
+    except OSError as e:
+        raise datacheck.BadData(f"{e.filename or 'a data file'}: {e.strerror or e}; move it away: a cached data "
+                                "file is copied again from the system's copy") from None
+
+
 def output_path(claim, profile="default", overrides=None, dry_run=False):
     """Where `run` writes a claim's executed notebook: build/runs/<run name>/<CLAIM>.ipynb."""
     return BUILD / "runs" / run_name(profile, overrides, dry_run) / f"{claim.id}.ipynb"
@@ -88,13 +107,14 @@ def run(claim, profile="default", overrides=None, *, commit=False, dry_run=False
         raise ParameterError("--commit writes notebooks/ and takes the default profile only, with no -p overrides")
     if kernel is not None and kernel.nbdemo_dry_run != dry_run:
         raise ValueError(f"this shared kernel was started with dry_run={kernel.nbdemo_dry_run}")
-    check_device(full.get("device", "auto"))  # a device torch does not see here, and damaged data, are refused
-    if not dry_run:                            # before a kernel starts
-        datacheck.ensure(full)
-    import nbformat
-    from papermill.exceptions import PapermillExecutionError
+    check_device(full.get("device", "auto"))  # a device torch does not see here, damaged data, and an output
+    if not dry_run:                            # folder that cannot be made are refused before a kernel starts
+        ensure_data(full)
     built = output_path(claim, profile, changed, dry_run)
     out, failed = claim.notebook if commit else built, built.with_suffix(".failed.ipynb")
+    writable(built.parent)
+    import nbformat
+    from papermill.exceptions import PapermillExecutionError
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.{os.getpid()}.running.ipynb")
     for var, value in KERNEL_ENV.items():

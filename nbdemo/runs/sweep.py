@@ -13,18 +13,18 @@ Dask's config `distributed.comm.tls.*`).
 import os
 import re
 import shutil
+import signal
 import ssl
 import tempfile
 import time
 
 from nbdemo.claims.registry import Claim, get
-from nbdemo.ml import datacheck
 from nbdemo.runs import devices, history, kernels, params, runner, store
 
 MAX_RUNS = store.MAX_RUNS  # runs (claims x seeds) in one sweep: more is a typo, or a job to split into several sweeps
 CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler
 ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx)://)?(\[[0-9a-fA-F:]+\]|[\w.-]+):(\d{1,5})|inproc://\S+", re.ASCII)
-SEEDS = re.compile(r"(0|[1-9][0-9]*)(?:-(0|[1-9][0-9]*))?", re.ASCII)  # one item of --seeds: 7 or 0-4
+SEEDS = re.compile(r"(0|[1-9][0-9]{0,9})(?:-(0|[1-9][0-9]{0,9}))?", re.ASCII)  # one item of --seeds: 7 or 0-4
 
 
 def parse_seeds(text):
@@ -127,11 +127,36 @@ def check_request(claims, seeds, scheduler=None, gpu=False, security=None, worke
         _check_tls(scheduler, security)
 
 
+def handshake(scheduler, security=None):
+    """Connect to a tcp:// or tls:// scheduler and go through Dask's handshake within CONNECT_TIMEOUT seconds, or
+    refuse it in one line: a port that accepts and then says nothing (where Dask's client would wait for good), or
+    one that speaks another protocol (whose first bytes Dask would read as the length of a message to allocate)."""
+    if scheduler.startswith(("inproc://", "ucx://")):
+        return
+    import asyncio
+    from distributed.comm import connect as dask_connect
+    security = _security(security)
+    args = security.get_connection_args("client") if security is not None else {}
+
+    async def greet():
+        comm = await asyncio.wait_for(dask_connect(scheduler, timeout=CONNECT_TIMEOUT, **args), CONNECT_TIMEOUT)
+        await comm.close()
+    try:
+        asyncio.run(greet())
+    except (Exception, MemoryError) as e:  # noqa: BLE001  whatever the other end did, one line
+        why = "it accepted the connection and did not answer" if isinstance(e, asyncio.TimeoutError) else \
+            "it does not speak Dask's protocol" if isinstance(e, MemoryError) else \
+            f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        raise params.ParameterError(f"cannot connect to {scheduler} within {CONNECT_TIMEOUT} s: {why}") from None
+
+
 def connect(scheduler, cluster, gpu, security=None):
     """A Client of the scheduler (or of the LocalCluster); a scheduler that does not answer within CONNECT_TIMEOUT
-    seconds (or refuses the client's certificate), or has no GPU worker for --gpu, is refused in one line.
-    security: a `Security`, or the text of --security."""
+    seconds (or refuses the client's certificate, or speaks another protocol: `handshake`), or has no GPU worker for
+    --gpu, is refused in one line. security: a `Security`, or the text of --security."""
     from distributed import Client
+    if scheduler:
+        handshake(scheduler, security)
     try:
         client = Client(scheduler or cluster, timeout=CONNECT_TIMEOUT, security=_security(security))
     except OSError as e:
@@ -205,9 +230,10 @@ def _cluster(scheduler, workers, gpu):
     if scheduler:
         return None
     from distributed import LocalCluster
-    return LocalCluster(n_workers=workers or (devices.cuda_devices() if gpu else local_workers()),
-                        threads_per_worker=1, processes=True, dashboard_address=None,
-                        resources={"GPU": 1} if gpu else None)
+    with kernels.signals_ignored([signal.SIGINT]):  # its worker processes keep SIGINT ignored: Ctrl-C is the sweep's
+        return LocalCluster(n_workers=workers or (devices.cuda_devices() if gpu else local_workers()),
+                            threads_per_worker=1, processes=True, dashboard_address=None,
+                            resources={"GPU": 1} if gpu else None)
 
 
 def _run(client, todo, profile, overrides, commit, gpu, env, log, force=False):
@@ -269,26 +295,35 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, s
         fulls = [params.resolve(c, profile, overrides, force)[1] for c in dict.fromkeys(c for c, _ in todo)]
         for device in {full.get("device", "auto") for full in fulls}:
             devices.check_device(device)
-        datacheck.ensure({v: v for full in fulls for v in full.values() if isinstance(v, str)})  # each dataset once
+        runner.ensure_data({v: v for full in fulls for v in full.values() if isinstance(v, str)})  # each dataset once
+        runner.writable(runner.BUILD / "runs")
     started = history.now()
     env = {var: os.environ.get(var) for var in DASK_VARS}  # before a LocalCluster sets them
     cluster = _cluster(scheduler, workers, gpu)
     # the kernels of the LocalCluster's runs, removed at the end even when the workers were killed mid-run
     env["NBDEMO_KERNELS"] = tempfile.mkdtemp(prefix="nbdemo-sweep-") if cluster is not None else None
+    no_history = None
     try:
         with runner.sigterm_as_interrupt(), connect(scheduler, cluster, gpu, security) as client:
             failed, unstored = _run(client, todo, profile, overrides, commit, gpu, env, log, force)
-    finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it
-        if cluster is not None:
-            cluster.close()
-            shutil.rmtree(env["NBDEMO_KERNELS"], ignore_errors=True)
-        if profile in ("default", "control") and not overrides:  # the verdict's history: what the store holds now
-            for claim in dict.fromkeys(c for c, _ in todo):
-                history.record(claim, started)
+    finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it (a second Ctrl-C
+        with kernels.signals_ignored():  # waits for it quietly)
+            if cluster is not None:
+                cluster.close()
+                shutil.rmtree(env["NBDEMO_KERNELS"], ignore_errors=True)
+            if profile in ("default", "control") and not overrides:  # the verdict's history: the store's state now
+                try:
+                    for claim in dict.fromkeys(c for c, _ in todo):
+                        history.record(claim, started)
+                except history.NoGit as e:  # the runs are stored; the history needs git
+                    no_history = e
     problems = ([f"{len(failed)} of {len(todo)} runs failed: " + ", ".join(f"{c.id} seed {s}" for c, s in failed)]
                 if failed else []) + \
                ([f"{len(unstored)} of {len(todo)} runs could not be stored: "
                  + ", ".join(f"{c.id} seed {s} (its notebook: {nb})" for c, s, nb in unstored)] if unstored else [])
     if problems:
-        raise runner.NotebookFailed("; ".join(problems) + "; the others are stored")
+        raise runner.NotebookFailed("; ".join(problems) + "; the others are stored"
+                                    + (f"; the verdict's history is not recorded: {no_history}" if no_history else ""))
+    if no_history:
+        raise history.NoGit(f"the runs are stored, but the verdict's history is not recorded: {no_history}")
     return todo
