@@ -70,21 +70,29 @@ test: setup
 
 # Push the built book (make book first) to the gh-pages branch of REMOTE, with .nojekyll so that GitHub Pages serves
 # its _static/ folder; each publish is one commit on the branch, force-pushed. GitHub Actions does the same
-# (.github/workflows/). REMOTE must be given (a remote's name or an address): without it nothing is pushed, nor to a
-# remote whose address is a path on this machine (a clone's origin is the checkout it was cloned from) unless that
-# path is itself given as REMOTE.
+# (.github/workflows/). REMOTE must be given on make's command line (a remote's name or an address), never taken
+# from the environment: without it nothing is pushed, nor to a remote whose fetch or push address is a path on this
+# machine (a clone's origin is the checkout it was cloned from) unless that path is itself given as REMOTE. The
+# recipe reads REMOTE from the environment variable PUBLISH_REMOTE, in double quotes, so that no character of it
+# reaches the shell as code.
 REMOTE ?=
 HTML   ?= book/_build/html
 PYTHON ?= $(BIN)/python
 
+publish: export PUBLISH_REMOTE = $(value REMOTE)
 publish:
-	@test -n '$(REMOTE)' || { echo "make publish: give REMOTE=, the remote to push the book to: a remote's name" \
-	  "(REMOTE=origin) or an address (REMOTE=git@github.com:USER/REPO.git, REMOTE=../site.git)"; exit 2; }
+	@test "$(origin REMOTE)" = "command line" -a -n "$$PUBLISH_REMOTE" || { echo "make publish: give REMOTE=, the" \
+	  "remote to push the book to, on make's command line (not from the environment): a remote's name" \
+	  "(make publish REMOTE=origin) or an address (REMOTE=git@github.com:USER/REPO.git, REMOTE=../site.git)"; exit 2; }
+	@case "$$PUBLISH_REMOTE" in -*) echo "make publish: REMOTE=$$PUBLISH_REMOTE starts with -: give a remote's" \
+	  "name or an address"; exit 2 ;; esac
 	@test -f $(HTML)/index.html || { echo "make publish: no book in $(HTML): run make book first"; exit 2; }
-	@url=$$(git remote get-url -- '$(REMOTE)' 2>/dev/null) || exit 0; \
-	case "$$url" in file://*) ;; *://*) exit 0 ;; *:*) case "$${url%%:*}" in */*) ;; *) exit 0 ;; esac ;; esac; \
-	echo "make publish: remote $(REMOTE) is $$url, a path on this machine; give REMOTE=$$url to push there"; exit 2
-	$(PYTHON) -m ghp_import --no-jekyll --push --force --remote '$(REMOTE)' --branch gh-pages \
+	@{ git remote get-url --all -- "$$PUBLISH_REMOTE"; git remote get-url --push --all -- "$$PUBLISH_REMOTE"; } \
+	  2>/dev/null | while IFS= read -r url; do \
+	  case "$$url" in file://*) ;; *://*) continue ;; *:*) case "$${url%%:*}" in */*) ;; *) continue ;; esac ;; esac; \
+	  echo "make publish: remote $$PUBLISH_REMOTE is $$url, a path on this machine; give REMOTE=$$url to push there"; \
+	  exit 2; done
+	$(PYTHON) -m ghp_import --no-jekyll --push --force --remote "$$PUBLISH_REMOTE" --branch gh-pages \
 	  --message "book built from $$(git rev-parse --short HEAD)" $(HTML)
 
 clean:
