@@ -19,7 +19,8 @@ def interpolate_nets(theta0, thetaT, X, y, alphas, *, scheme="normal", output_de
     its bias at α: two products per net instead of one per α. Biases follow `scheme` ("normal": linear in α;
     "homogeneous": the bias of the h-th layer as (1−α)^h b(0) + α^h b(T)); output_degree: the output layer's bias at
     degree d in α instead, (1−α)^d b(0) + α^d b(T), as `nbdemo.papers.mli.metrics.interpolated_state` puts it (None:
-    the scheme's). Returns one dict(alpha, loss, error, delta_max) per net, the curves in float64 and delta_max its
+    the scheme's). Returns one dict(alpha, loss, error, delta_max, bias_degree) per net: the curves in float64,
+    bias_degree the output bias's degree in α on this path (the loss band's, `experiment.plateaus`) and delta_max its
     trained output bias gap Δ_max (largest output bias minus smallest; 0 without an output bias,
     `nbdemo.papers.mli.metrics.output_bias_gap`).
     """
@@ -70,8 +71,8 @@ def interpolate_nets(theta0, thetaT, X, y, alphas, *, scheme="normal", output_de
             wrong[:, c] += (logits.argmax(-1) != t).sum(1).view(n, m).double()
     out_bias = thetaT.get(f"linears.{depth - 1}.bias")
     gaps = [0.0] * n if out_bias is None else (out_bias.max(1).values - out_bias.min(1).values).tolist()
-    return [dict(alpha=alphas, loss=loss[i].cpu() / len(X), error=wrong[i].cpu() / len(X), delta_max=gaps[i])
-            for i in range(n)]
+    return [dict(alpha=alphas, loss=loss[i].cpu() / len(X), error=wrong[i].cpu() / len(X), delta_max=gaps[i],
+                 bias_degree=degree(depth - 1)) for i in range(n)]
 
 
 def sweep_experiment(settings, X, y, alphas, *, n_models, schemes=("normal",), output_degree=None, seed=0,

@@ -15,6 +15,8 @@ The one-sided permutation p-value of Spearman's ρ between a net's place in the 
 (`nbdemo.papers.mli.metrics.trend_test`) is a note (`note_trend`): a comparison against no order at all, which a
 trend of a grid point or two already passes, not the paper's statistic.
 """
+import math
+
 import torch
 
 from nbdemo.claims.verdict import Verdict, ours
@@ -39,7 +41,8 @@ def smallest_step(summary, names, kind, n_alphas):
     """The smallest difference of mean `kind` plateau lengths between neighbouring settings, in the order of `names`
     (mean of the next setting minus mean of this one): negative where the mean plateau shortens."""
     means = mean_lengths(summary, names, kind, n_alphas)
-    return float(min(b - a for a, b in zip(means, means[1:])))
+    steps = [float(b - a) for a, b in zip(means, means[1:])]
+    return math.nan if any(math.isnan(s) for s in steps) else min(steps)
 
 
 def _n_alphas(runs):

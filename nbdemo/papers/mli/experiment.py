@@ -87,11 +87,19 @@ INNER = {  # each threshold's name on the page, which plateau kinds it acts on, 
 
 def plateaus(curves, k, *, eps_frac=0.05, tol=0.01, hold=3, widen=1.0):
     """plateau() of each member's curve, as {key: (n_members,) float64 tensor}: eps = eps_frac·log k, and the loss
-    band widens by widen·α·Δ_max (see `plateau`)."""
+    band widens by widen·α^d·Δ_max, d the degree in α of the output bias on the curve's path (1 on the linear path,
+    the depth on the homogeneous one; see `plateau`). A net whose curve is not finite (its training diverged) has
+    no plateau: NaN in every key, so that no statistic is computed on it."""
     eps = eps_frac * math.log(k)
     ps = [plateau(c["alpha"], c["error"], c["loss"], k, eps=eps, tol=tol, hold=hold,
-                  delta_max=widen * c.get("delta_max", 0.0)) for c in curves]
+                  delta_max=widen * c.get("delta_max", 0.0), bias_degree=c.get("bias_degree", 1)) for c in curves]
+    ps = [p if diverged is False else dict.fromkeys(p, math.nan) for p, diverged in zip(ps, map(_diverged, curves))]
     return {key: torch.tensor([p[key] for p in ps], dtype=torch.float64) for key in ps[0]}
+
+
+def _diverged(curve):
+    """Whether a net's interpolation curve, or its output bias gap, is not finite: its training diverged."""
+    return not (torch.isfinite(torch.as_tensor(curve["loss"])).all() and math.isfinite(curve.get("delta_max", 0.0)))
 
 
 def summarize(runs, k, **thresholds):

@@ -6,6 +6,7 @@ error of about 1e-8, so an exact tie (one arm's plateau exactly half of another'
 sign. Here each length is counted in grid steps, an integer (the paper reads its curves at evenly spaced points, §5),
 and a comparison of mean lengths is an exact fraction, made a float of α only at the end: a tie is exactly 0.
 """
+import math
 from fractions import Fraction
 
 import torch
@@ -14,9 +15,13 @@ from nbdemo.papers.mli.metrics import LAYERS, layer_index
 
 
 def grid_steps(lengths, n_alphas):
-    """Lengths in α on the evenly spaced grid of `n_alphas` points in [0, 1], as whole grid steps: a list of ints."""
+    """Lengths in α on the evenly spaced grid of `n_alphas` points in [0, 1], as whole grid steps: a list of ints
+    (NaN, a float, for a net without a plateau length: one whose training diverged)."""
     steps = []
     for x in torch.as_tensor(lengths, dtype=torch.float64).tolist():
+        if math.isnan(x):
+            steps.append(math.nan)
+            continue
         s = x * (n_alphas - 1)
         if not abs(s - round(s)) < 1e-3:
             raise ValueError(f"a length {x} is not a whole number of steps of a {n_alphas}-point grid")
@@ -25,8 +30,10 @@ def grid_steps(lengths, n_alphas):
 
 
 def mean_length(lengths, n_alphas):
-    """The mean of the lengths in α, exactly: a Fraction."""
+    """The mean of the lengths in α, exactly: a Fraction (NaN, a float, when a length is NaN)."""
     steps = grid_steps(lengths, n_alphas)
+    if any(isinstance(s, float) for s in steps):
+        return math.nan
     return Fraction(sum(steps), len(steps) * (n_alphas - 1))
 
 

@@ -142,7 +142,7 @@ def output_bias_gap(model, state):
     return 0.0 if bias is None else float(bias.max() - bias.min())
 
 
-def plateau(alphas, error, loss, k, *, eps, delta_max=0.0, tol=0.01, hold=3):
+def plateau(alphas, error, loss, k, *, eps, delta_max=0.0, tol=0.01, hold=3, bias_degree=1):
     """The plateaus of an interpolation curve of a k-class problem.
 
     The paper never defines a plateau numerically: it reads them off the curves, as stretches where "the loss
@@ -153,6 +153,8 @@ def plateau(alphas, error, loss, k, *, eps, delta_max=0.0, tol=0.01, hold=3):
         error ≥ 1 − 1/k − tol,
     and on the loss plateau when it lies in that band, with `eps` for 2eϵ:
         log k − eps ≤ loss ≤ log k + α·delta_max + eps.
+    On a path that puts the output bias at degree d in α (the homogeneous scheme: d = the depth), the gap at α is
+    α^d·Δ_max and the band widens by α^`bias_degree`·delta_max instead.
     A rise of the loss that the bias gap explains does not end the loss plateau; a loss above the band, such as
     the descent of a net whose initial loss starts well above log k (a standard init), is not on it.
     "Remain high" is about where the curve leaves the level for good, so the plateau runs from the first high
@@ -168,7 +170,7 @@ def plateau(alphas, error, loss, k, *, eps, delta_max=0.0, tol=0.01, hold=3):
     """
     alphas, error, loss = (torch.as_tensor(t, dtype=torch.float64) for t in (alphas, error, loss))
     err_level, loss_level = 1 - 1 / k, math.log(k)
-    in_band = (loss >= loss_level - eps) & (loss <= loss_level + alphas * delta_max + eps)
+    in_band = (loss >= loss_level - eps) & (loss <= loss_level + alphas ** bias_degree * delta_max + eps)
     out = dict(error_level=err_level, loss_level=loss_level)
     for name, high in (("error", error >= err_level - tol), ("loss", in_band)):
         start, end = _plateau_run(alphas, high, hold)

@@ -81,3 +81,19 @@ def power(ns, chance, alternative, level=LEVEL):
     tails = [sum(null[c:]) for c in range(len(null))] + [0.0]
     critical = next(c for c, t in enumerate(tails) if t <= level)
     return sum(_pmf(list(zip(ns, alternative)))[critical:])
+
+
+def premise_inversions(w0, learned, ratio):
+    """The learning order checked only where Prop. 1 orders it (MLI-7): over the pairs of classes (i, j) whose initial
+    diagonal weights meet Lemma 12's premise w0[i] >= ratio * w0[j], the number in which class i is not learned
+    strictly before class j (later, at the same time, or never). Returns (inversions, pairs): NaN inversions when no
+    pair meets the premise (nothing to test).
+
+    w0: (k,) initial W_ii; learned: (k,) learning times, inf for a class never learned.
+    """
+    w0 = torch.as_tensor(w0, dtype=torch.float64)
+    at = torch.as_tensor(learned, dtype=torch.float64)
+    premise = w0[:, None] >= ratio * w0[None, :]  # (i, j): i's weight at least ratio times j's (never i == j: ratio > 1)
+    pairs = int(premise.sum())
+    inverted = premise & ~(at[:, None] < at[None, :])
+    return (int(inverted.sum()) if pairs else math.nan), pairs

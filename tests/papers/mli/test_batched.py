@@ -61,3 +61,13 @@ def test_a_diverged_training_gives_curves_and_its_history_says_so():
     runs, hists = sweep_experiment(settings, X, y, torch.linspace(0, 1, 3), n_models=2, output_degree=2, steps=20,
                                    lr=1e6, momentum=0.9, batch_size=10)
     assert hists["a"].diverged_at is not None and len(runs["a"]) == 2
+
+
+@pytest.mark.parametrize("scheme, degree, expected", [("normal", None, 1), ("homogeneous", None, 4),
+                                                      ("homogeneous", 1, 1), ("normal", 3, 3)])
+def test_each_curve_says_the_degree_of_its_output_bias(scheme, degree, expected):
+    X, y = data()
+    theta0 = stacked_state(nets(4, "all", 2))
+    thetaT = {k: v + 0.3 * torch.randn_like(v) for k, v in theta0.items()}
+    curves = interpolate_nets(theta0, thetaT, X, y, ALPHAS, scheme=scheme, output_degree=degree)
+    assert len(curves) == 3 and all(c["bias_degree"] == expected for c in curves)

@@ -113,3 +113,14 @@ def test_a_sweep_whose_mean_plateau_shortens_in_the_middle_is_not_reproduced():
     assert rows["mean error plateau never shortens along " + " → ".join(runs)] is False
     assert rows["error plateau longer at init × 0.001 than at init × 1.0 by at least 3 grid steps"] is True
     assert v.outcome == "NOT REPRODUCED"
+
+
+def test_the_smallest_step_is_nan_where_a_setting_holds_a_diverged_net():
+    from nbdemo.papers.mli.effect import smallest_step
+    from nbdemo.papers.mli.experiment import summarize
+    nan = curve(5)
+    nan["loss"][:] = math.nan
+    runs = {"FCN4": [curve(3)], "FCN6": [nan], "FCN8": [curve(9)]}
+    assert math.isnan(smallest_step(summarize(runs, 10), list(runs), "error", 50))
+    runs["FCN6"] = [curve(5)]
+    assert smallest_step(summarize(runs, 10), list(runs), "error", 50) == pytest.approx(2 / 49)

@@ -80,3 +80,30 @@ def test_mli_notebooks_cite_no_line_numbers():
         for i, cell in enumerate(nbformat.read(path, 4).cells):
             texts = [cell.source] + [o.get("text", "") for o in cell.get("outputs", [])]
             assert not any(re.search(r"\bl\.\s?\d", t) for t in texts), f"{path.name}, cell {i}"
+
+
+def test_the_loss_band_widens_with_the_output_bias_degree_of_the_path():
+    # loss = log k + alpha * gap: inside Theorem 1's band on the linear path (the bias at degree 1), above the band of
+    # a homogeneous path of depth 10 from alpha^10 * gap + eps on (alpha - alpha^10 > eps / gap: alpha >= 0.06 here)
+    from nbdemo.papers.mli.experiment import plateaus
+    alphas = torch.linspace(0, 1, 50, dtype=torch.float64)
+    gap = 2.0
+    c = dict(alpha=alphas, error=torch.zeros(50, dtype=torch.float64), loss=math.log(K) + alphas * gap, delta_max=gap)
+    linear = plateaus([{**c, "bias_degree": 1}], K)["loss_len"]
+    homogeneous = plateaus([{**c, "bias_degree": 10}], K)["loss_len"]
+    eps = 0.05 * math.log(K)
+    inside = alphas * gap <= alphas ** 10 * gap + eps
+    assert linear.item() == pytest.approx(1.0)
+    assert homogeneous.item() == pytest.approx(float(alphas[inside & (alphas < 0.5)].max()))
+    assert plateaus([c], K)["loss_len"].item() == pytest.approx(1.0)  # no degree given: the linear path's
+
+
+def test_a_diverged_net_has_no_plateau():
+    from nbdemo.papers.mli.experiment import plateaus
+    alphas = torch.linspace(0, 1, 50, dtype=torch.float64)
+    good = dict(alpha=alphas, error=torch.full((50,), 1 - 1 / K, dtype=torch.float64),
+                loss=torch.full((50,), math.log(K), dtype=torch.float64), delta_max=0.0)
+    nan = {**good, "loss": torch.cat([good["loss"][:1], torch.full((49,), math.nan, dtype=torch.float64)])}
+    p = plateaus([good, nan, {**good, "delta_max": math.nan}], K)
+    assert p["error_len"][0] == pytest.approx(1.0) and p["loss_len"][0] == pytest.approx(1.0)
+    assert all(math.isnan(x) for key in ("error_len", "loss_len") for x in p[key][1:].tolist())

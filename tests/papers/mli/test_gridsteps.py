@@ -1,4 +1,5 @@
 import math
+from fractions import Fraction
 
 import pytest
 import torch
@@ -59,3 +60,10 @@ def test_plateau_lengths_of_metrics_count_as_whole_steps():
     error = torch.where(alphas < 0.3, 0.9, 0.0).double()
     p = plateau(alphas, error, torch.full((50,), math.log(10)), 10, eps=0.1)
     assert grid_steps([p["error_len"]], 50) == [14]
+
+
+def test_a_diverged_net_makes_the_exact_mean_nan():
+    assert math.isnan(grid_steps([1 / 49, math.nan], 50)[1])
+    assert math.isnan(mean_length([1 / 49, math.nan], 50))
+    assert math.isnan(shortening([1 / 49, math.nan], [2 / 49, 2 / 49], 50))
+    assert mean_length([1 / 49, 3 / 49], 50) == Fraction(2, 49)

@@ -97,3 +97,22 @@ def test_power():
     assert power([20], [1 / 6], [0.5]) == pytest.approx(chance_tail(7, [(20, 0.5)]))
     # too few nets: even 3 of 3 at chance 1/2 has p = 1/8 > 5%, so nothing can reject
     assert power([3], [1 / 2], [1.0]) == 0.0
+
+
+def test_premise_inversions_counts_only_separated_pairs():
+    from nbdemo.papers.mli.order import premise_inversions
+    w0 = [4.0, 1.9, 1.0, 0.98]  # pairs with w0[i] >= 2 w0[j]: (0, 1), (0, 2), (0, 3) only
+    assert premise_inversions(w0, [1, 2, 3, 4], 2.0) == (0, 3)
+    # classes 2 and 3 (1% apart) learned out of order: no premise pair between them, so nothing to count
+    assert premise_inversions(w0, [1, 2, 4, 3], 2.0) == (0, 3)
+    # class 0 learned after class 3: one separated pair out of order; a tie counts too
+    assert premise_inversions(w0, [5, 2, 3, 4], 2.0) == (3, 3)
+    assert premise_inversions(w0, [3, 2, 3, 4], 2.0) == (2, 3)  # after class 1, tied with class 2
+    # a class never learned is never learned first
+    assert premise_inversions(w0, [math.inf, 2, 3, 4], 2.0) == (3, 3)
+
+
+def test_premise_inversions_is_nan_without_a_separated_pair():
+    from nbdemo.papers.mli.order import premise_inversions
+    count, pairs = premise_inversions([1.0, 1.1, 1.2], [3, 2, 1], 2.0)
+    assert pairs == 0 and math.isnan(count)
