@@ -8,12 +8,12 @@ import re
 import nbformat
 
 from nbdemo.book import why
-from nbdemo.book.markup import badge, public, readable, slug, table, text
+from nbdemo.book.markup import badge, public, readable, slug, table, tally_text, text
 from nbdemo.book.pages import (STALE, control_badge, departures, fresh_differs, is_stale, seed0_differs, setting_text,
-                               run_outcome, stale_run, urls)
+                               robust_text, run_outcome, stale_run, urls)
 from nbdemo.claims.verdict import INCONCLUSIVE, REPRODUCED, describe
 from nbdemo.runs import params, rules
-from nbdemo.runs.evidence import brief, seeds_text
+from nbdemo.runs.evidence import brief, control, seeds_text
 
 
 def _spread(x):
@@ -215,25 +215,6 @@ def rows_alone(s, meta):
     return "" if own == by_rule else f" By its rows alone it is {badge(own)}: {alone_why(by_rule, own)}."
 
 
-def tally_text(t, fresh=True):
-    """"9 of 10 fresh seeds reproduce (95% interval 0.60 to 0.98), 1 more inconclusive": a tally of the rule's,
-    where n counts the conclusive runs."""
-    extra = f", {t['inconclusive']} more inconclusive" if t.get("inconclusive") else ""
-    return (f"{t['k']} of {t['n']} {'fresh ' if fresh else ''}seeds reproduce (95% interval {t['low']:.2f} to "
-            f"{t['high']:.2f}){extra}")
-
-
-def robust_text(s):
-    """Robust, or what the headline depends on, with the headline under each reading; "" with no alternative."""
-    if s.get("robust") is None:
-        return ""
-    if s["robust"]:
-        return f"robust: each of its {len(s.get('alternatives') or {})} declared alternative readings gives it too"
-    return "depends on " + "; ".join(
-        f"{text(row)} ({', '.join(f'{text(alt)}: {badge(h)}' for alt, h in alts.items())})"
-        for row, alts in (s.get("depends") or {}).items())
-
-
 def all_seeds_text(s):
     every = s.get("all_seeds")
     if not every or all(every.get(k) == s.get(k) for k in ("headline", "k", "n", "inconclusive")):
@@ -265,7 +246,7 @@ def seeds_box(claim, s, others, meta, stored=""):
             [text(seed), badge(o) + ("" if o == (own := s["runs"][seed]["outcome"]) else
                                      f" (by its rows alone {text(own)}: {alone_why(o, own)})"),
              f"{s['runs'][seed]['wall_s']:.0f} s"] for seed, o in s["outcomes"].items()], "seeds")
-        parts = [f"**Over {len(s['runs'])} seeds: {badge(s['headline'])}**, {tally_text(s, fresh=False)}.{judged}",
+        parts = [f"**Headline:** {headline_text(s)}.{judged}",
                  stale_text(s), fresh_text(s), seeds, control_text(s), evidence_table(s),
                  per_seed(s["runs"], f"Each row's value in each of the {len(s['runs'])} seeds (✗: fails)")
                  + (per_seed(s["control"]["runs"], "... and in each seed of the control") if s["control"] else ""),
@@ -350,15 +331,15 @@ def paper_numbers(s, most=3):
     return out[:most]
 
 
-def control_line(s):
+def control_line(claim, s):
     """The control in one line."""
-    decl = s and s["declared"]
+    decl = s["declared"] if s else control(claim)
     if not decl:
         return "none declared yet."
     about = text(" ".join(public(decl["about"]).split()[:25]) + ("…" if len(decl["about"].split()) > 25 else ""), True)
     if decl["profile"] is None:
         return f"none: {about}"
-    c = s["control"]
+    c = s and s["control"]
     return f"{about} " + (f"Over {len(c['runs'])} seeds: {control_badge(c['headline'])}." if c else "Not run yet.")
 
 
@@ -388,7 +369,7 @@ def brief_box(claim, s, meta, finding=None):
     """The top of a claim page under its verdict: the paper's numbers beside ours, the control in one line, and
     what this shows and what it doesn't."""
     lines = [f"**The paper's numbers beside ours:** {'; '.join(nums)}." for nums in [paper_numbers(s)] if nums]
-    lines += [f"**Negative control:** {control_line(s)}",
+    lines += [f"**Negative control:** {control_line(claim, s)}",
               f"**What this shows and what it doesn't:** {shows_text(claim, s, meta, finding)}"]
     return nbformat.v4.new_markdown_cell("```{admonition} In brief\n:class: brief\n" + "\n\n".join(lines) + "\n```",
                                          metadata={"tags": ["brief"]})

@@ -4,7 +4,7 @@ import re
 
 import nbformat
 
-from nbdemo.book.markup import badge, glue_keys, readable, unglued
+from nbdemo.book.markup import badge, glue_keys, readable, tally_text, unglued
 from nbdemo.claims.verdict import INCONCLUSIVE, REPRODUCED
 from nbdemo.runs import rules
 
@@ -55,7 +55,7 @@ def findings(done, summaries):
     `finding-substitute` or `finding-inconclusive`, then the claims whose headline over seeds is not REPRODUCED."""
     parts = ["# Findings\n", "What the reproduction found that the papers do not say, as each claim's notebook states it "
              "(cells tagged `finding`), grouped by the kind of finding, and then every claim whose outcome over seeds "
-             f"(of at least {rules.MIN_SEEDS}) is not REPRODUCED.\n"]
+             f"(of at least {rules.FRESH_SEEDS} fresh seeds) is not REPRODUCED.\n"]
     found = finding_cells(done)
     cells = {kind: [(f"### {claim.id}: {claim.title}\n\n{glued_from(claim, readable(cell.source))}\n\n"
                      f"See {{doc}}`the notebook <claims/{claim.id}>`.\n") for claim, cell in found[kind]]
@@ -67,11 +67,12 @@ def findings(done, summaries):
     if other:
         parts += ["## Other findings\n"] + other
     parts.append("## Claims that did not reproduce over seeds\n")
-    missed = {c: s for c, s in summaries.items() if s["headline"] not in (REPRODUCED, rules.TOO_FEW) and c in done}
+    missed = {c: s for c, s in summaries.items()
+              if s["headline"] not in (REPRODUCED, rules.TOO_FEW, rules.UNCONFIRMED) and c in done}
 
     def line(c, s):
-        return (f"- {{doc}}`{c.id} <claims/{c.id}>` {c.title}: {badge(s['headline'])}, {s['k']} of "
-                f"{s['n']} seeds reproduce" + (f" ({'; '.join(_why(s))})" if s["headline"] == INCONCLUSIVE else ""))
+        return (f"- {{doc}}`{c.id} <claims/{c.id}>` {c.title}: {badge(s['headline'])}, {tally_text(s)}"
+                + (f" ({'; '.join(_why(s))})" if s["headline"] == INCONCLUSIVE else ""))
     groups = [("Not reproduced, in the default profile's substitute setting (see each page for the setting)",
                [c for c, s in missed.items() if s["headline"] != INCONCLUSIVE]),
               ("Inconclusive: a requirement failed, or no check is tested and failed by the control",
@@ -81,4 +82,10 @@ def findings(done, summaries):
             parts.append(f"### {title}\n\n" + "\n".join(line(c, missed[c]) for c in claims) + "\n")
     if not missed:
         parts.append("None.")
+    unconfirmed = [c for c, s in summaries.items() if s["headline"] == rules.UNCONFIRMED and c in done]
+    if unconfirmed:
+        parts.append(f"## Unconfirmed: fewer than {rules.FRESH_SEEDS} fresh seeds\n\nNo headline yet; the tally so far, "
+                     "over the seeds first run after each claim's last revision after results:\n\n" + "\n".join(
+                         f"- {{doc}}`{c.id} <claims/{c.id}>` {c.title}: {tally_text(summaries[c])}" for c in unconfirmed)
+                     + "\n")
     return "\n".join(parts) + "\n"

@@ -84,11 +84,16 @@ def unglued(source, keys):
 MARKDOWN = re.compile(r"([\\`*_\[\]{}()#+!|~$^:-])")  # what markdown, MyST's roles and dollar maths read
 
 
-def text(s, markdown=False):
+def text(s, markdown=False, code=False):
     """The one way a value from the store, the history, the revisions or a profile reaches a page: `public`, and
     escaped, so that it reads as text and nothing in it becomes a tag, an attribute or a script. markdown: for a
     value put into markdown (not into an HTML block), whose punctuation is escaped too, so that no role, link, maths
-    or code span can be made of it."""
+    or code span can be made of it. code: a value (a parameter, a commit) as a markdown code span, shown as it is
+    (no line numbers, no typographic quotes), fenced by more backticks than it holds."""
+    if code:
+        s = readable(" ".join(str(s).split()))
+        fence = "`" * (max(map(len, re.findall(r"`+", s)), default=0) + 1)
+        return f"{fence} {s} {fence}" if s.startswith("`") or s.endswith("`") else f"{fence}{s}{fence}"
     s = public(s)
     return html.escape(MARKDOWN.sub(r"\\\1", s) if markdown else s)
 
@@ -102,6 +107,9 @@ def badge(label):
     return f'<span class="outcome {slug(label)}">{html.escape(str(label))}</span>'
 
 
-def interval(s):
-    """"4 of 5 seeds (95% interval 0.38 to 0.96)": k of n and the Wilson interval of a `rules.tally`."""
-    return f"{s['k']} of {s['n']} seeds (95% interval {s['low']:.2f} to {s['high']:.2f})"
+def tally_text(t, fresh=True):
+    """"9 of 10 fresh seeds reproduce (95% interval 0.60 to 0.98), 1 more inconclusive": a tally of the rule's,
+    whose n counts the conclusive runs."""
+    extra = f", {t['inconclusive']} more inconclusive" if t.get("inconclusive") else ""
+    return (f"{t['k']} of {t['n']} {'fresh ' if fresh else ''}seeds reproduce (95% interval {t['low']:.2f} to "
+            f"{t['high']:.2f}){extra}")

@@ -9,7 +9,7 @@ import yaml
 
 from nbdemo.book import why
 from nbdemo.book.findings import FINDING_KINDS, finding_cells
-from nbdemo.book.markup import badge, interval, table, text
+from nbdemo.book.markup import badge, table, tally_text, text
 from nbdemo.claims.registry import CLAIMS, PAPERS, ROOT
 from nbdemo.claims.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from nbdemo.runs import params, rules, store
@@ -30,8 +30,8 @@ def fresh_differs(s):
 
 
 def tag(name, shown=None):
-    """A tag after a headline, its meaning (`why.TAGS`) on hover; the dashboard's legend spells each out."""
-    return f'<abbr class="tag" title="{why.TAGS[name]}">{shown or name}</abbr>'
+    """A tag after a headline; the legend under the table spells out its meaning (`why.TAGS`), on the page itself."""
+    return f'<span class="tag" data-tag="{name}">{shown or name}</span>'
 
 
 def stale_run(claim, meta):
@@ -55,13 +55,13 @@ def over_seeds(s, finding=None):
         ("fresh seeds alone", f"fresh seeds alone: {fresh_differs(s)}", fresh_differs(s))] if on]
     head = badge(s["headline"]) + (f" ({', '.join(marks)})" if marks else "")
     if finding:
-        head += f' <span class="finding-beside">+ {tag("finding", why.FINDING_LABELS.get(finding[0], "finding"))}</span>'
+        head += f' <span class="finding-beside">+ {tag("finding", why.finding_label(finding[0], s["headline"]))}</span>'
     return STALE + head if is_stale(s) else head
 
 
 def tags_legend(shown):
     """The meaning of each tag that the text shown carries."""
-    used = [name for name in why.TAGS if f'title="{why.TAGS[name]}"' in shown]
+    used = [name for name in why.TAGS if f'data-tag="{name}"' in shown]
     return ("**Tags:** " + "; ".join(f"*{name}*: {why.TAGS[name]}" for name in used) + ".") if used else ""
 
 
@@ -84,7 +84,8 @@ CONTROL_SAYS = {NOT_REPRODUCED: ("good", "fails, as a control should"), REPRODUC
 
 
 def control_badge(headline):
-    """A control's outcome coloured by what a control should do: green when it fails, red when it reproduces."""
+    """A control's outcome coloured by what a control should do (blue when it fails, purple when it reproduces): not
+    in the colours of the claims' own outcomes."""
     good, said = CONTROL_SAYS.get(headline, ("none", ""))
     return (f'<span class="outcome control control-{good}">{headline}</span>' + (f" ({said})" if said else ""))
 
@@ -158,37 +159,64 @@ def findings_by_claim(done):
     return out
 
 
+def robust_text(s, short=False):
+    """"robust", or what the headline depends on, with the headline under each reading that changes it; "" (short:
+    "no alternative declared") where no alternative reading is declared."""
+    if s.get("robust") is None:
+        return "no alternative declared" if short else ""
+    if s["robust"]:
+        n = len(s.get("alternatives") or {})
+        return "robust" if short else f"robust: each of its {n} declared alternative readings gives it too"
+    return "depends on " + "; ".join(
+        f"{text(row)} ({', '.join(f'{text(alt)}: {badge(h)}' for alt, h in alts.items())})"
+        for row, alts in (s.get("depends") or {}).items())
+
+
+def all_seeds_cell(s):
+    every = s.get("all_seeds")
+    return f"{badge(every['headline'])} {tally_text(every, fresh=False)}" if every else ""
+
+
+DASHBOARD = ["Claim", "Headline (fresh seeds)", "Robust?", "Why", "Control", "Revised after results",
+             "Over every stored seed", "Setting"]
+
+
 def dashboard(done, profile, summaries):
     rows, found = [], findings_by_claim(done)
     for c in CLAIMS.values():
         s, meta = summaries.get(c), done[c][1] if c in done else None
-        if meta:
-            link = f'<a class="reference internal" href="claims/{c.id}.html">{c.id}</a>'
-            seed0 = badge(v["outcome"]) if (v := meta["verdict"]) else "no verdict"
-            seed0 = STALE + seed0 if v and stale_run(c, meta) else seed0
-            if seed0_differs(s, meta):
-                seed0 += ' <span class="differs">not the headline</span>'
-        else:
-            link, seed0 = c.id, "not reproduced yet"
-        rows.append([link, over_seeds(s, found.get(c)) if s else "no sweep yet",
-                     why.cell(*why.reason(s, meta, found.get(c))), interval(s) if s else "", control_cell(s),
-                     revised_cell(s) if s else "", setting_word(c), seed0, f"{s['wall_s']:.0f} s" if s else "",
-                     titled(c)])
-    head = (f"Each claim runs over seeds in the `{profile}` profile, and its headline over them follows "
-            "{ref}`the rule below <rule>`. *Reproduced* counts the seeds that reproduce, with the 95% interval of "
-            "their share. A run is INCONCLUSIVE when one of its requirements fails (the run did not reach the regime "
-            "the claim is about), otherwise REPRODUCED when every check holds and one of them is tested and failed "
-            "by the control, otherwise NOT REPRODUCED. *Why* gives the reason in one line, with its kind: the "
-            "finding its notebook states (its first sentence), else the requirement unmet, the check that fails, or "
-            "the check its control does not test or passes too. *Control* is the outcome of the claim's negative "
-            "control over seeds 0-4, which must not reproduce: green when it fails, as a control should, red when it "
-            "reproduces. *Revised* counts the changes of a check, threshold, requirement, reading, setting or control "
-            "made after an earlier result of the claim was stored (the claim's page lists its history). A STALE "
-            "headline is the last one stored: the code or parameters have changed since, and the sweep has not been "
-            "rerun. *Setting* says whether the default profile is the paper's setting or a substitute for it. *Seed "
-            "0* is the outcome of the run shown on the claim's page, marked where it is not the headline, and STALE "
-            "where today's code or parameters would not make it; *runtime* is the median over the seeds, one run at "
-            "a time on the 2-core machine.\n\n")
+        name = f"{c.id}</a> {titled(c)}" if meta else f"{c.id} {titled(c)}"
+        link = f'<a class="reference internal" href="claims/{c.id}.html">{name}' if meta else name
+        head = over_seeds(s, found.get(c)) + f"<br>{tally_text(s, fresh=(s.get('fresh') or {}).get('since') is not None)}" \
+            if s else "no sweep yet" if meta else "not reproduced yet"
+        rows.append([link, head, robust_text(s, short=True) if s else "", why.cell(*why.reason(s, meta, found.get(c))),
+                     control_cell(s), revised_cell(s) if s else "", all_seeds_cell(s) if s else "", setting_word(c)])
+    head = (f"Every claim is run over seeds in the `{profile}` profile. The terms of the table:\n\n"
+            "- **A run** is INCONCLUSIVE when one of its requirements fails (it did not reach the regime the claim is "
+            "about); otherwise REPRODUCED when every check holds and at least one of them is tested and failed by "
+            "the claim's negative control; otherwise NOT REPRODUCED. Every count below uses this one outcome per "
+            "run, the negative control included.\n"
+            "- **Headline (fresh seeds):** the outcome over the *fresh* seeds, those first run after the claim's last "
+            "revision after results, by {ref}`the rule below <rule>`: *k of n* counts the fresh seeds that reproduce "
+            "among the *conclusive* ones (REPRODUCED or NOT REPRODUCED), with the 95% interval of that share and the "
+            "inconclusive runs beside them. UNCONFIRMED: fewer fresh seeds than a headline needs; the tally so far "
+            "is shown. STALE: the last headline stored, which today's code or parameters would not make.\n"
+            "- **Robust?** *robust* when every alternative reading the claim declares (another threshold, statistic "
+            "or window for one of its rows) gives the same headline; *depends on* names the rows whose alternatives "
+            "change it, with the headline under each; *no alternative declared* otherwise.\n"
+            "- **Why:** the reason in one line, after its kind in small capitals: the finding its notebook states, "
+            "else the requirement unmet, the check that fails, or the check its control does not test or passes "
+            "too.\n"
+            "- **Control:** the outcome of the claim's negative control over its seeds. A control must *not* "
+            "reproduce: blue when it fails as it should, purple when it reproduces (then it is no evidence), amber "
+            "when it partly does, grey when it did not reach its regime. Green and red are kept for the claims' own "
+            "outcomes.\n"
+            "- **Revised after results:** how many changes of a check, threshold, requirement, reading, setting or "
+            "control were made after an earlier result of the claim was stored, and how many of them were declared; "
+            "each is a line in the claim page's history.\n"
+            "- **Over every stored seed:** the same tally over every seed stored for the current design, fresh or "
+            "not.\n"
+            "- **Setting:** whether the default profile is the paper's setting or a substitute for it.\n\n")
     body = table(DASHBOARD, rows, "dashboard")
     return head + body + "\n\n" + tags_legend(body) + "\n"
 
@@ -212,9 +240,10 @@ def summary(done, profile, summaries):
     kinds = "\n".join(f"  - {title}: {', '.join(c.id for c, _ in found[kind])}"
                       for kind, (title, _) in FINDING_KINDS.items() if found[kind])
     return (f"- **Scope:** {len(CLAIMS)} claims of four papers ({', '.join(papers)}), one notebook each, each ending "
-            "in a verdict whose rows (requirements, checks, notes) and thresholds were fixed before the results were "
-            "seen, run over seeds beside a negative control (or the reason a claim has none). Each claim's page "
-            "lists the revisions made after results, and the seeds first run after the last of them.\n"
+            "in a verdict of rows (requirements, checks, notes) with their thresholds, run over seeds beside a "
+            "negative control (or the reason a claim has none). Some rows and thresholds were revised after results "
+            "had been seen: the dashboard counts those revisions, each claim's page lists them, and a headline is "
+            "decided only by the fresh seeds, those first run after the last of them.\n"
             f"- **Setting:** every outcome over seeds in this book comes from the `{profile}` profile, a substitute "
             "for the papers' settings that runs on a 2-core CPU in about a minute per run (Fashion-MNIST, MNIST-1D or "
             "synthetic data, smaller networks, fewer steps); each notebook's `paper` profile holds the paper's own "

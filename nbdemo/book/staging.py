@@ -120,13 +120,13 @@ def provenance_cell(meta, collapsed=False):
     from nbdemo.runs import lock, store
     p = meta.get("provenance") or {}
     others = lock.other_locks(store.load(get(meta["claim"]), meta["profile"], meta["overrides"]))
-    params = ", ".join(text(f"{k}={v!r}", True) for k, v in sorted(meta["parameters"].items()))
+    params = ", ".join(text(f"{k}={v!r}", code=True) for k, v in sorted(meta["parameters"].items()))
     unlocked = [x for x in str(p.get("unlocked") or "").split("; ") if x]
-    lines = [f"- profile {text(meta['profile'], True)}, overrides {text(meta['overrides'] or 'none', True)}",
+    lines = [f"- profile {text(meta['profile'], code=True)}, overrides {text(meta['overrides'] or 'none', code=True)}",
              f"- parameters {params}",
-             f"- commit {text(meta['commit'], True)}, started {text(meta['started'], True)}, wall time "
+             f"- commit {text(meta['commit'], code=True)}, started {text(meta['started'], True)}, wall time "
              f"{text(meta['wall_s'], True)} s",
-             f"- device {text(p.get('device'), True)}" + (f" ({text(p['gpu'], True)})" if p.get("gpu") else "") +
+             f"- device {text(p.get('device'), code=True)}" + (f" ({text(p['gpu'], True)})" if p.get("gpu") else "") +
              f", torch {text(p.get('torch'), True)}, python {text(p.get('python'), True)}, "
              f"{text(p.get('threads'), True)} threads" + (f", CPU {text(p['cpu'], True)}" if p.get("cpu") else ""),
              f"- environment: {lock.shown({**p, 'unlocked': None})}"]

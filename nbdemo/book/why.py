@@ -15,6 +15,16 @@ from nbdemo.runs import rules
 FINDING_LABELS = {"finding-false": "finding: the statement is false or vacuous",
                   "finding-substitute": "finding: not reproduced in the substitute setting",
                   "finding-inconclusive": "finding: the run did not reach the regime", None: "finding"}
+
+
+def finding_label(kind, headline=None):
+    """A finding's label; beside a claim that reproduces, a finding that the statement is false is about the paper's
+    statement, proof or solver around the claim, not the claim's outcome, and says so."""
+    if kind == "finding-false" and headline == REPRODUCED:
+        return "finding beside the result: about the paper's statement, proof or solver"
+    return FINDING_LABELS.get(kind, "finding")
+
+
 # the tags that may follow a headline, with what each means (explained where they appear)
 TAGS = {
     "untested check": "a check whose statistic the negative control cannot test (not finite, or fixed by "
@@ -33,7 +43,7 @@ def lead(source):
     m = re.match(r"\*\*(.+?)\*\*", s, re.S)
     s = m[1] if m else re.split(r"(?<=[.!?])\s", s, maxsplit=1)[0]
     s = re.sub(r"\{\w+(?::\w+)?\}`([^`<]*?)\s*(?:<[^>]*>)?`", r"\1", s)  # {doc}`text <target>` -> text
-    s = re.sub(r"[*`$]", "", s)
+    s = re.sub(r"[*`]", "", s)  # its maths ($...$) is kept, and rendered by `cell`
     return re.sub(r"\s+", " ", s.removeprefix("Finding:").strip().rstrip(".")).strip()
 
 
@@ -59,7 +69,7 @@ def reason(s, meta, finding=None):
     metadata of the run on its page (or None), finding: (finding kind, cell) or None."""
     if finding:
         kind, cell = finding
-        return FINDING_LABELS.get(kind, "finding"), lead(cell.source)
+        return finding_label(kind, s["headline"] if s else None), lead(cell.source)
     if not s:
         return _from_rows(meta["verdict"]["rows"]) if meta and meta.get("verdict") else ("not run", "no stored run")
     h, unmet, failing = s["headline"], _failing(s, "requirement"), _failing(s, "check")
@@ -88,5 +98,7 @@ def reason(s, meta, finding=None):
 
 
 def cell(kind, text):
-    """The why as an HTML cell: its kind as a label, then the line."""
-    return f'<span class="why-kind">{html.escape(kind)}</span> {html.escape(text)}'
+    """The why as an HTML cell: its kind as a label, then the line, its maths ($...$) as the book's MathJax renders
+    it."""
+    line = re.sub(r"\$([^$]+)\$", r'<span class="math notranslate nohighlight">\\(\1\\)</span>', html.escape(text))
+    return f'<span class="why-kind">{html.escape(kind)}</span> {line}'
