@@ -23,17 +23,19 @@ STOPS = (signal.SIGTERM, signal.SIGHUP)  # handled as SIGTERM: unwind and clean 
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt():
-    """SIGTERM and SIGHUP unwind like Ctrl-C, so temporary files are removed and the kernel is shut down. Only the
-    main thread can install a handler: in a Dask worker, which runs tasks in threads, the worker handles its
-    signals."""
+def sigterm_as_interrupt(first=None):
+    """SIGTERM and SIGHUP unwind like Ctrl-C, so temporary files are removed and the kernel is shut down; with
+    `first`, a function, Ctrl-C too, and each calls it before it unwinds. Only the main thread can install a
+    handler: in a Dask worker, which runs tasks in threads, the worker handles its signals."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def raise_interrupt(signum, _):
-        raise Terminated(signum)
-    old = {sig: signal.signal(sig, raise_interrupt) for sig in STOPS}
+        if first:
+            first()
+        raise Terminated(signum) if signum != signal.SIGINT else KeyboardInterrupt
+    old = {sig: signal.signal(sig, raise_interrupt) for sig in STOPS + ((signal.SIGINT,) if first else ())}
     try:
         yield
     finally:

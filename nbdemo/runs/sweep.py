@@ -10,6 +10,7 @@ a notebook's kernel runs torch on one thread of the CPU, `nbdemo.setup`); `sched
 and `dask worker`, or dask-jobqueue on SLURM: see the README), a tls:// one with `security` (a Dask `Security`, or
 Dask's config `distributed.comm.tls.*`).
 """
+import logging
 import os
 import re
 import shutil
@@ -225,15 +226,23 @@ def local_workers():
     return _cores()
 
 
-def _cluster(scheduler, workers, gpu):
-    """The LocalCluster when there is no scheduler; with `gpu`, one worker per GPU, each with the resource GPU=1."""
+def _cluster(scheduler, workers, gpu, folder=None):
+    """The LocalCluster when there is no scheduler; with `gpu`, one worker per GPU, each with the resource GPU=1;
+    its workers' own files in `folder`."""
     if scheduler:
         return None
     from distributed import LocalCluster
     with kernels.signals_ignored([signal.SIGINT]):  # its worker processes keep SIGINT ignored: Ctrl-C is the sweep's
         return LocalCluster(n_workers=workers or (devices.cuda_devices() if gpu else local_workers()),
                             threads_per_worker=1, processes=True, dashboard_address=None,
-                            resources={"GPU": 1} if gpu else None)
+                            resources={"GPU": 1} if gpu else None, local_directory=folder)
+
+
+def _quiet():
+    """Dask's and tornado's logs silenced, when a sweep is stopped: what its cleanup does (workers stopped mid-run,
+    a client cut off mid-call) is expected, and would otherwise print screens of warnings and tracebacks."""
+    for name in ("distributed", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _run(client, todo, profile, overrides, commit, gpu, env, log, force=False):
@@ -299,17 +308,20 @@ def sweep(claims, seeds, profile="default", overrides=None, *, scheduler=None, s
         runner.writable(runner.BUILD / "runs")
     started = history.now()
     env = {var: os.environ.get(var) for var in DASK_VARS}  # before a LocalCluster sets them
-    cluster = _cluster(scheduler, workers, gpu)
-    # the kernels of the LocalCluster's runs, removed at the end even when the workers were killed mid-run
-    env["NBDEMO_KERNELS"] = tempfile.mkdtemp(prefix="nbdemo-sweep-") if cluster is not None else None
-    no_history = None
+    # the LocalCluster's folder: its workers' files and its runs' kernels, removed at the end even when the workers
+    # were killed mid-run
+    env["NBDEMO_KERNELS"] = tempfile.mkdtemp(prefix="nbdemo-sweep-") if scheduler is None else None
+    cluster, no_history = None, None
     try:
-        with runner.sigterm_as_interrupt(), connect(scheduler, cluster, gpu, security) as client:
-            failed, unstored = _run(client, todo, profile, overrides, commit, gpu, env, log, force)
+        with runner.sigterm_as_interrupt(first=_quiet):
+            cluster = _cluster(scheduler, workers, gpu, env["NBDEMO_KERNELS"])
+            with connect(scheduler, cluster, gpu, security) as client:
+                failed, unstored = _run(client, todo, profile, overrides, commit, gpu, env, log, force)
     finally:  # also when stopped: the workers of a LocalCluster, and their kernels, go with it (a second Ctrl-C
         with kernels.signals_ignored():  # waits for it quietly)
             if cluster is not None:
                 cluster.close()
+            if env["NBDEMO_KERNELS"]:
                 shutil.rmtree(env["NBDEMO_KERNELS"], ignore_errors=True)
             if profile in ("default", "control") and not overrides:  # the verdict's history: the store's state now
                 try:
