@@ -71,9 +71,9 @@ def test_processes_decompressing_at_once_each_leave_whole_files(tiny_fashion, tm
     (A file of 6,000 images takes long enough to decompress that the writes overlap.)"""
     write_idx(tmp_path / "system" / "train-images-idx3-ubyte.gz", np.random.default_rng(1).integers(0, 256, (6000, 28, 28)))
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Manager() as manager, ctx.Pool(4) as pool:
-        barrier = manager.Barrier(4)
-        pool.starmap(_decompress_together, [(barrier, tmp_path / "cache", checksums(tmp_path / "system"))] * 4,
+    with ctx.Manager() as manager, ctx.Pool(2) as pool:
+        barrier = manager.Barrier(2)
+        pool.starmap(_decompress_together, [(barrier, tmp_path / "cache", checksums(tmp_path / "system"))] * 2,
                      chunksize=1)
     raw = tmp_path / "cache" / "FashionMNIST" / "raw"
     assert sorted(p.name for p in raw.iterdir()) == sorted(datacheck.FASHION_MNIST)

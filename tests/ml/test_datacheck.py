@@ -134,7 +134,7 @@ def test_the_table_matches_debians_copy():
         assert (len(content), hashlib.sha256(content).hexdigest()) == (size, sha256), name
 
 
-def test_plain_papermill_stops_at_the_loader_with_the_same_one_line(copy, short_tmpdir):
+def test_plain_papermill_stops_at_the_loader_with_the_same_one_line_kernel(copy, short_tmpdir):
     """A notebook run without `nbdemo run` (plain papermill, Jupyter) reads through `data.load`, which checks the
     files too: the cell stops with the refusal's one line, as the notebook's error, without a traceback. (The
     kernel checks against the real table, which the fixture's small files do not match.)"""

@@ -98,10 +98,10 @@ def test_each_ensemble_member_matches_training_it_alone(arch, batch_size):
     torch.manual_seed(0)
     models = [ARCHITECTURES[arch]() for _ in range(4)]
     alone = copy.deepcopy(models[2])
-    kw = dict(steps=40, lr=0.05, batch_size=batch_size, momentum=0.9, weight_decay=1e-3, progress=False)
+    kw = dict(steps=12, lr=0.05, batch_size=batch_size, momentum=0.9, weight_decay=1e-3, progress=False)  # 2 epochs
     params, hist = train_ensemble(models, X, y, seed=5, **kw)
     h = train(alone, X, y, seed=5 + 2, **kw)
-    assert hist.loss.shape == (40, 4) and h.diverged_at is None
+    assert hist.loss.shape == (12, 4) and h.diverged_at is None
     np.testing.assert_allclose(hist.loss[:, 2], h.loss, rtol=1e-5, atol=1e-6)
     for name, p in [*alone.named_parameters(), *alone.named_buffers()]:
         torch.testing.assert_close(params[name][2], p.detach(), rtol=1e-5, atol=1e-6)
@@ -113,7 +113,7 @@ def test_members_with_their_own_weight_decay_on_the_same_batches_match_training_
     X, y = blobs()
     torch.manual_seed(0)
     models, decays = [MLP(10, 32, 3, 3) for _ in range(3)], [0.0, 1e-3, 1e-2]
-    kw = dict(steps=40, lr=0.05, batch_size=50, momentum=0.5, seed=5, progress=False)
+    kw = dict(steps=12, lr=0.05, batch_size=50, momentum=0.5, seed=5, progress=False)  # two epochs of batches
     params, hist = train_ensemble([copy.deepcopy(m) for m in models], X, y, weight_decay=decays, same_batches=True, **kw)
     for i, (model, decay) in enumerate(zip(models, decays)):
         h = train(model, X, y, weight_decay=decay, **kw)
@@ -128,13 +128,13 @@ def test_an_ensemble_trains_on_past_one_members_divergence():
     torch.manual_seed(0)
     models = [MLP(10, 32, 3, 3) for _ in range(3)]
     alone = copy.deepcopy(models[0])
-    kw = dict(steps=300, lr=0.05, batch_size=None, progress=False)
+    kw = dict(steps=30, lr=0.05, batch_size=None, progress=False)  # member 1 diverges at step 10
     _, hist = train_ensemble(models, X, y, weight_decay=[0.0, 100.0, 0.0], **kw,
                              record=lambda p, s: {"w": p["linears.0.weight"].norm(dim=(1, 2))})
     h = train(alone, X, y, **kw)
     bad = hist.member(1)
-    assert bad.diverged_at is not None and hist.diverged_at == bad.diverged_at < 300
-    assert hist.member(0).diverged_at is None and hist.member(2).diverged_at is None and hist.loss.shape == (300, 3)
+    assert bad.diverged_at is not None and hist.diverged_at == bad.diverged_at < 30
+    assert hist.member(0).diverged_at is None and hist.member(2).diverged_at is None and hist.loss.shape == (30, 3)
     np.testing.assert_allclose(hist.member(0).loss, h.loss, rtol=1e-5, atol=1e-6)
     assert np.isfinite(hist.member(2)["w"]).all() and not np.isfinite(bad["w"][-1])
 
