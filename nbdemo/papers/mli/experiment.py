@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
-from nbdemo.claims.verdict import ours
+from nbdemo.claims.verdict import alt, ours
 from nbdemo.ml.data import DATASETS, load
 from nbdemo.ml.ensemble import ensemble_forward
 from nbdemo.papers.mli.metrics import class_losses, plateau
@@ -148,7 +148,11 @@ def require_trained(v, runs, hists, max_error=0.05, labels=None, why=FITS):
         v.require_finite(h, f"{label}: training stayed finite")
     worst = max(max(c["error"][-1].item() for c in curves) for curves in runs.values())
     v.require("every trained net fits its training set: largest error at α = 1", worst, "<=", max_error,
-              source=ours(why))
+              source=ours(why), alternatives={
+                  "fit: at most 1% training error": alt(worst, "<=", 0.01, "'the training succeeds' (§6) read as the "
+                                                        "set fitted up to a few images"),
+                  "fit: at most 10% training error": alt(worst, "<=", 0.10, "a looser reading of success: most of "
+                                                         "the set fitted, the plateau already formed")})
 
 
 def plot_interpolation(runs, k, styles=None):

@@ -124,3 +124,13 @@ def test_the_smallest_step_is_nan_where_a_setting_holds_a_diverged_net():
     assert math.isnan(smallest_step(summarize(runs, 10), list(runs), "error", 50))
     runs["FCN6"] = [curve(5)]
     assert smallest_step(summarize(runs, 10), list(runs), "error", 50) == pytest.approx(2 / 49)
+
+
+def test_the_effect_rows_declare_their_grid_step_thresholds_alternatives():
+    v, d = verdict_of([2, 2], [5, 5])  # a difference of 3 grid steps
+    alts = v.rows[0]["alternatives"]
+    assert alts["longer by at least 1 grid step"]["ok"] and not alts["longer by at least 5 grid steps"]["ok"]
+    v, d = never_shorter([3, 3], [2, 2], [10, 10])  # one step back
+    alts = v.rows[0]["alternatives"]
+    assert not alts["never shortens: no reversal at all"]["ok"]
+    assert alts["never shortens: reversals up to 2 grid steps"]["ok"]

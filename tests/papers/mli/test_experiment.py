@@ -107,3 +107,17 @@ def test_a_diverged_net_has_no_plateau():
     p = plateaus([good, nan, {**good, "delta_max": math.nan}], K)
     assert p["error_len"][0] == pytest.approx(1.0) and p["loss_len"][0] == pytest.approx(1.0)
     assert all(math.isnan(x) for key in ("error_len", "loss_len") for x in p[key][1:].tolist())
+
+
+def test_the_fit_requirement_declares_a_stricter_and_a_looser_fit():
+    from nbdemo.claims.verdict import Verdict
+    from nbdemo.papers.mli.experiment import require_trained
+    alphas = torch.linspace(0, 1, 5, dtype=torch.float64)
+    fit = lambda e: dict(alpha=alphas, error=torch.tensor([0.9, 0.9, 0.5, 0.1, e], dtype=torch.float64),
+                         loss=torch.ones(5, dtype=torch.float64))
+    v = Verdict("MLI-2")
+    require_trained(v, {"a": [fit(0.0), fit(0.03)]}, {})
+    row = v.rows[0]
+    assert row["ok"] and row["value"] == pytest.approx(0.03)
+    alts = row["alternatives"]
+    assert not alts["fit: at most 1% training error"]["ok"] and alts["fit: at most 10% training error"]["ok"]
