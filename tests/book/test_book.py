@@ -5,6 +5,9 @@ they are. Their fingerprints go stale whenever anything in nbdemo/ changes, and 
 each) is the job of `nbdemo book`, not of a test, so the test hands `book.build` these notebooks itself and nothing
 is executed; committed notebooks without that metadata are left out of the book, and show as "not reproduced yet".
 Sources and HTML go to a temporary folder (runner.BUILD is patched), so `make book` and book/_build are untouched.
+
+The book is built once, and each page loaded once (the claim pages once per window width, `looks`): the tests assert
+on what those visits read. Under pytest-xdist these tests run together on one worker (tests/conftest.py).
 """
 import json
 import re
@@ -39,9 +42,24 @@ R, N, I = REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE
 # has a history (HISTORY): two states, the second with a threshold moved, and a declared revision.
 SWEEPS = [([R, R, R, N, R], (I, 0, [])), ([R] * 5, (R, 5, [])), ([N] * 5, (N, 0, [4]))]
 CONTROLS = [[R, R, R, N, N], [N] * 5, None]
+# the synthetic claims' runs judged with their controls (the first claim's check holds in its control, so a run that
+# reproduces is INCONCLUSIVE), the seeds that decide (the first claim has none: its last revision after results came
+# after every seed), and so their headline (`deciding`) and their tally over every stored seed (`every`)
+JUDGED, FRESH = [[I, I, I, N, I], [R] * 5, [N] * 5], [[], range(5), range(5)]
+
+
+def deciding(i):
+    return rules.tally([JUDGED[i][seed] for seed in FRESH[i]], rules.FRESH_SEEDS)
+
+
+def every(i):
+    return rules.tally(JUDGED[i])
+
+
 COLOURS = {R: "rgb(26, 127, 55)", N: "rgb(207, 34, 46)", rules.MIXED: "rgb(191, 135, 0)", I: "rgb(110, 119, 129)",
-           "STALE": "rgb(87, 96, 106)"}
-CONTROL_COLOURS = {N: COLOURS[R], R: COLOURS[N], rules.MIXED: COLOURS[rules.MIXED], I: COLOURS[I]}  # failing is good
+           "STALE": "rgb(87, 96, 106)", rules.UNCONFIRMED: "rgb(255, 255, 255)"}
+# a control's colours are none of the claims': blue when it fails as it should, purple when it reproduces
+CONTROL_COLOURS = {N: "rgb(9, 105, 218)", R: "rgb(130, 80, 223)", rules.MIXED: COLOURS[rules.MIXED], I: COLOURS[I]}
 
 
 def plain(s):
@@ -131,6 +149,7 @@ def chromium(tmp_path_factory, *flags):
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     driver = chromium(tmp_path_factory)
+    driver.set_window_size(1400, 900)
     yield driver
     driver.quit()
 
@@ -155,10 +174,24 @@ def visit(browser, url):
     return local_path(browser.current_url)
 
 
-def crawl(browser, index):
-    """Visit every HTML page reachable from index.html; return {page: (ids, links, images)} as the browser sees them.
+def opened(browser):
+    """Open a claim page's collapsed parts (its <details class="section">), for a test that reads what is inside."""
+    browser.execute_script("document.querySelectorAll('details.section').forEach(d => d.open = true)")
 
-    links are absolute file:// URLs of the book; images are (src, naturalWidth) once the page has loaded.
+
+PAGE = """return [[...document.querySelectorAll('[id]')].map(e => e.id),
+    [...document.querySelectorAll('a[href]')].map(a => a.href).filter(h => h.startsWith('file:')),
+    [...document.images].map(i => [i.src, i.complete ? i.naturalWidth : 0]),
+    document.body.textContent + [...document.querySelectorAll('[href], [src]')].map(e =>
+        e.getAttribute('href') || e.getAttribute('src')).join('')];"""
+
+
+def crawl(browser, index):
+    """Visit every HTML page reachable from index.html; return {page: (ids, links, images, text, prose)} as the
+    browser sees them.
+
+    links are absolute file:// URLs of the book; images are (src, naturalWidth) once the page has loaded; text is the
+    body's text content followed by every href and src; prose is the main text without code and outputs (PROSE).
     """
     root, seen, todo = index.parent, {}, [index.as_uri()]
     while todo:
@@ -167,10 +200,7 @@ def crawl(browser, index):
         if page in seen:
             continue
         page = visit(browser, url)
-        seen[page] = browser.execute_script("""
-            return [[...document.querySelectorAll('[id]')].map(e => e.id),
-                    [...document.querySelectorAll('a[href]')].map(a => a.href).filter(h => h.startsWith('file:')),
-                    [...document.images].map(i => [i.src, i.complete ? i.naturalWidth : 0])];""")
+        seen[page] = browser.execute_script(PAGE) + [browser.execute_script(PROSE)]
         todo += [h.split("#")[0] for h in seen[page][1]
                  if h.split("#")[0].endswith(".html") and local_path(h).is_relative_to(root)]
     return seen
@@ -181,6 +211,41 @@ def pages(built, browser):
     return crawl(browser, built[0])
 
 
+# What the tests read on the claim pages, {width: {name: (look, expanded)}}: a look is a function of the browser on a
+# claim page that has loaded, registered for the window widths it is taken at, and for the page as it opens or with
+# its collapsed parts open (expanded, `opened`).
+LOOKS = {}
+
+
+def look(*widths, expanded=False):
+    def register(fn):
+        for width in widths:
+            LOOKS.setdefault(width, {})[fn.__name__] = fn, expanded
+        return fn
+    return register
+
+
+@pytest.fixture(scope="module")
+def looks(built, browser):
+    """{(look, width): {claim id: what the look read}}: each claim page loaded once per width, every look taken, those
+    of the page as it opens first."""
+    seen = {}
+    try:
+        for width, named in LOOKS.items():
+            browser.set_window_size(width, 900)
+            for claim, page in claim_pages(built):
+                visit(browser, page.as_uri())
+                for now_expanded in (False, True):
+                    if now_expanded:
+                        opened(browser)
+                    for name, (fn, expanded) in named.items():
+                        if expanded == now_expanded:
+                            seen.setdefault((name, width), {})[claim.id] = fn(browser)
+    finally:
+        browser.set_window_size(1400, 900)
+    return seen
+
+
 def test_every_claim_page_is_in_the_book(built, pages):
     html = built[0].parent
     assert html / "intro.html" in pages
@@ -189,7 +254,7 @@ def test_every_claim_page_is_in_the_book(built, pages):
 
 def test_every_internal_link_resolves(pages):
     broken = []
-    for page, (_, links, _) in pages.items():
+    for page, (_, links, *_) in pages.items():
         for link in links:
             target, fragment = local_path(link), urlsplit(link).fragment
             if not target.exists() or (fragment and target in pages and unquote(fragment) not in pages[target][0]):
@@ -199,119 +264,123 @@ def test_every_internal_link_resolves(pages):
 
 def test_every_image_loaded_and_every_figure_shown(built, pages):
     html, done = built[0].parent, built[1]
-    assert not [(page.name, src) for page, (_, _, images) in pages.items() for src, width in images if width <= 0]
+    assert not [(page.name, src) for page, (_, _, images, *_) in pages.items() for src, width in images if width <= 0]
     for claim, (path, _) in done.items():
         figures = sum("image/png" in out.get("data", {}) for cell in nbformat.read(path, as_version=4).cells
                       for out in cell.get("outputs", []))
         assert len(pages[html / "claims" / f"{claim.id}.html"][2]) >= figures, claim.id
 
 
-def test_every_plot_is_a_numbered_figure_with_a_caption(built, browser):
+@look(1400, expanded=True)
+def bare_plots(browser):
+    return browser.execute_script("""return [...document.querySelectorAll('.cell_output img')].filter(i => {
+        const caption = i.closest('figure')?.querySelector('figcaption');
+        return !(caption?.querySelector('.caption-number') && caption.innerText.trim().length > 40);}).length;""")
+
+
+def test_every_plot_is_a_numbered_figure_with_a_caption(built, looks):
     """A plot on a claim page is a figure with its number and caption (the `mystnb.figure` metadata of the cell that
     draws it), so that the prose can refer to it and a reader knows what it shows."""
-    html, bare = built[0].parent, {}
-    for claim in built[1]:
-        visit(browser, (html / "claims" / f"{claim.id}.html").as_uri())
-        if n := browser.execute_script("""return [...document.querySelectorAll('.cell_output img')].filter(i => {
-                const caption = i.closest('figure')?.querySelector('figcaption');
-                return !(caption?.querySelector('.caption-number') && caption.innerText.trim().length > 40);}).length;"""):
-            bare[claim.id] = n
-    assert not bare
+    assert len(looks["bare_plots", 1400]) == len(built[1])
+    assert not {claim: n for claim, n in looks["bare_plots", 1400].items() if n}
 
 
 def test_dashboard_shows_outcomes_over_seeds_in_colour(built, browser):
+    """A row per claim, its title in the first column; the headline of its fresh seeds with k of n, robust or what
+    it depends on, why, its control (coloured by what a control should do, in colours of its own), its revisions
+    after results, its tally over every stored seed, its setting; every term defined on the page."""
     index, done, swept = built
     visit(browser, index.as_uri())
     rows = browser.execute_script("""
         return [...document.querySelectorAll('table.dashboard tbody tr')].map(tr =>
             [[...tr.cells].map(td => td.innerText.trim()), tr.cells[0].querySelector('a')?.href ?? null,
-             [...tr.querySelectorAll('.outcome')].map(e => getComputedStyle(e).borderColor.includes('87, 96, 106')
+             [...tr.cells[1].querySelectorAll('.outcome')].map(e => getComputedStyle(e).borderStyle == 'dashed'
                  ? 'rgb(87, 96, 106)' : getComputedStyle(e).backgroundColor),
              [...tr.querySelectorAll('.outcome.control')].map(e => getComputedStyle(e).backgroundColor)]);""")
-    by_claim = {cells[0]: ([plain(c) for c in cells], href, colours + [control])
+    by_claim = {cells[0].split()[0]: ([plain(c) for c in cells], href, colours, control)
                 for cells, href, colours, control in rows}
     assert list(by_claim) == list(CLAIMS)
     found = generated.findings_by_claim(done)
-    for id_, (cells, href, colours) in by_claim.items():
+    for id_, (cells, href, colours, control_colours) in by_claim.items():
         claim = CLAIMS[id_]
         cell = dict(zip(generated.DASHBOARD, cells))
+        assert plain(claim.title) in cell["Claim"], id_  # the title in the first column
         if claim in done:
-            page = done[claim][1]["verdict"]["outcome"]
-            differs = claim in swept and page != swept[claim][0]  # the seed-0 page is not the headline: said so
-            stale = claim_page.stale_run(claim, done[claim][1])  # today's code would not make it: STALE
-            assert cell["Seed 0"] == "STALE last stored: " * stale + page + " not the headline" * differs, id_
-            assert COLOURS[page] in colours[:-1], id_
             assert href and local_path(href) == index.parent / "claims" / f"{id_}.html", id_
         else:
-            assert cell["Seed 0"] == "not reproduced yet" and href is None, id_
+            assert href is None and cell["Headline (fresh seeds)"] == "not reproduced yet", id_
         assert cell["Setting"] == generated.setting_word(claim), id_
         if claim in swept:
-            headline, k, stale = swept[claim]
-            marks = ["untested check"] * (claim == list(swept)[2]) + ["uninformative check"] * (headline == I)
-            shown = headline + (f" ({', '.join(marks)})" if marks else "")
-            if claim in found:  # a finding is shown beside the headline, REPRODUCED or not
-                shown += f" + {why.FINDING_LABELS[found[claim][0]]}"
-            assert cell["Over seeds"] == (f"STALE last stored: {shown}" if stale else shown), id_
-            assert colours[0] == COLOURS["STALE" if stale else headline], id_
-            low, high = rules.wilson(k, 5)
-            assert cell["Reproduced"] == f"{k} of 5 seeds (95% interval {low:.2f} to {high:.2f})", id_
-            control = CONTROLS[list(swept).index(claim)]
+            i = list(swept).index(claim)
+            head, all_seeds, stale = deciding(i), every(i), swept[claim][2]
+            said = cell["Headline (fresh seeds)"]
+            assert said.startswith("STALE last stored: " * bool(stale) + head["headline"]), id_
+            assert f"{head['k']} of {head['n']} " in said and "seeds reproduce (95% interval" in said, id_
+            assert colours[0] == COLOURS["STALE" if stale else head["headline"]], id_
+            assert cell["Over every stored seed"].startswith(
+                f"{all_seeds['headline']} {all_seeds['k']} of {all_seeds['n']} seeds reproduce"), id_
+            control = CONTROLS[i]
             if control:
                 said = generated.CONTROL_SAYS[rules.headline(control)][1]
                 assert cell["Control"] == f"{rules.headline(control)} ({said})", id_
-                assert colours[-1] == [CONTROL_COLOURS[rules.headline(control)]], id_  # green when it fails
+                assert control_colours == [CONTROL_COLOURS[rules.headline(control)]], id_
+                assert control_colours[0] not in (COLOURS[R], COLOURS[N]), id_  # one meaning per colour
             else:
                 assert cell["Control"] == "not run yet", id_
-            assert cell["Revised"] == ("1 (1 declared)" if claim == list(swept)[0] else "none"), id_
-        else:
-            assert cell["Over seeds"] == "no sweep yet" and cell["Reproduced"] == "", id_
-        # why, in one line, with its kind: the finding's first sentence, else what the evidence says
-        if claim in found:
+            assert cell["Revised after results"] == ("1 (1 declared)" if i == 0 else "none"), id_
+            assert cell["Robust?"] == "no alternative declared", id_
+        elif claim in done:
+            assert cell["Headline (fresh seeds)"] == "no sweep yet", id_
+        if claim in found:  # why, in one line, with its kind: the finding's first sentence
             kind, finding = found[claim]
-            assert cell["Why"] == plain(f"{why.FINDING_LABELS[kind]} {why.lead(finding.source)}"), id_
-        elif claim == list(swept)[0]:
-            assert cell["Why"] == 'holds in the control too "claim"', id_
-        elif claim in done and claim not in swept:
-            assert cell["Why"].startswith(("every check holds in the run", "requirement unmet", "check fails")), id_
-        else:
+            headline = deciding(list(swept).index(claim))["headline"] if claim in swept else None
+            assert cell["Why"].startswith(plain(why.finding_label(kind, headline))), id_
+        elif claim not in done:
             assert cell["Why"] == "not run no stored run", id_
-    assert "the notebook states a finding" in plain(browser.find_element("tag name", "main").text)
     text = plain(browser.find_element("tag name", "main").text)
-    assert "REPRODUCED when the interval's lower bound is at least 0.5 (5 of 5, 9 of 10)" in text  # rules.RULE
-    assert "is *untested by its control*" not in text and "is untested by its control" in text  # rendered
-    assert "is uninformative" in text
+    assert "REPRODUCED when the interval's lower bound is at least 0.5" in text  # rules.RULE
+    for term in ["Headline (fresh seeds):", "Robust?", "Why:", "Control:", "Revised after results:",
+                 "Over every stored seed:", "Setting:", "UNCONFIRMED", "STALE"]:
+        assert term in text, term  # every term defined on the page
+    assert not browser.find_elements("css selector", "table.dashboard [title]")  # not in tooltips
     for prefix in PAPERS:
         assert f"{prefix} {sum(c.startswith(prefix + '-') for c in CLAIMS)}" in text  # the summary's scope
 
 
 def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
+    """The evidence over seeds, collapsed under the top of the page: the headline, one outcome per seed (the rule's,
+    its control included, and why where its rows alone say otherwise), the rows, each row's value in each seed, the
+    stored results to download."""
     index, done, swept = built
-    for claim, (headline, k, stale) in swept.items():
+    for claim, (_, _, stale) in swept.items():
+        i = list(swept).index(claim)
         visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
         box = browser.find_element("css selector", ".admonition.seeds")
+        assert not box.is_displayed(), claim.id  # collapsed
+        opened(browser)
         box_text = plain(box.text)
-        low, high = rules.wilson(k, 5)
-        assert f"Over 5 seeds: {headline}, {k} of 5 reproduce (95% interval of the share {low:.2f} to {high:.2f})" \
+        head = deciding(i)
+        assert f"Headline: {'STALE last stored: ' * bool(stale)}{head['headline']} {head['k']} of {head['n']}" \
             in box_text, claim.id
         tables = box.find_elements("css selector", "table")
         per_seed = tables[0].find_elements("css selector", "tbody tr")
         assert [r.text.split()[0] for r in per_seed] == ["0", "1", "2", "3", "4"], claim.id
+        assert [r.find_element("css selector", ".outcome").text for r in per_seed] == JUDGED[i], claim.id
         per_row = {cells[1]: cells for cells in ([td.text for td in r.find_elements("css selector", "td")] for r in
                    tables[1].find_elements("css selector", "tbody tr"))}
-        assert per_row["fit"][2] == f"{5 - SWEEPS[list(swept).index(claim)][0].count(I)} of 5", claim.id
+        assert per_row["fit"][2] == f"{5 - SWEEPS[i][0].count(I)} of 5", claim.id
         assert per_row["claim"][4] == ">= 0.5 (ours: synthetic)", claim.id
-        if headline == I:  # the check holds in 3 of 5 control seeds; raising its threshold past 1 fails every seed
-            assert per_row["claim"][5] == "3 of 5 (uninformative)" and per_row["claim"][7] == "1 → NOT REPRODUCED"
-            assert "The seeds alone give MIXED" in box_text and "a synthetic control" in box_text  # 4 of 5
-            assert "INCONCLUSIVE (its rows alone: REPRODUCED)" in per_seed[0].text
-        if claim == list(swept)[2]:  # a control declared and not run tests nothing
+        if i == 0:  # the check holds in 3 of 5 control seeds, so a seed whose rows reproduce is INCONCLUSIVE: said why
+            assert per_row["claim"][5] == "3 of 5 (uninformative)"
+            assert "a synthetic control" in box_text
+            assert "INCONCLUSIVE (by its rows alone REPRODUCED: every check holds, but none of them is tested and " \
+                   "failed by the negative control" in plain(per_seed[0].text)
+        if i == 2:  # a control declared and not run tests nothing
             assert per_row["claim"][5] == "untested: the control has not been run", claim.id
         assert ("Stale: this is the last stored headline, not a current one" in box_text) == bool(stale), claim.id
         departs = generated.departures(claim)
         assert ("Setting: a substitute" in box_text) == bool(departs), claim.id
         assert all(d.split()[0] in box_text for d in departs or []), claim.id
-        page = done[claim][1]["verdict"]["outcome"]  # the seed-0 page that is not the headline says so
-        assert ("It is not the headline over seeds" in box_text) == (page != headline), claim.id
         # each row's value in each seed, in a table that opens, and the stored results to download
         details = box.find_element("css selector", "details.per-seed")
         assert not details.get_attribute("open")
@@ -319,37 +388,40 @@ def test_claim_pages_open_with_the_outcome_over_seeds(built, browser):
         cells = [[td.text for td in tr.find_elements("tag name", "td")]
                  for tr in details.find_elements("css selector", "tbody tr")]
         assert [c[0] for c in cells] == ["fit", "claim"], claim.id
-        outcomes = SWEEPS[list(swept).index(claim)][0]
-        assert cells[1][1:] == [("1" if o == R else "0 ✗") for o in outcomes], claim.id
+        assert cells[1][1:] == [("1" if o == R else "0 ✗") for o in SWEEPS[i][0]], claim.id
         link = box.find_element("partial link text", f"{claim.id}.json").get_attribute("href")
         stored = json.loads(local_path(link).read_text())
         assert stored["claim"] == claim.id and len(stored["runs"]) == 5, claim.id
     others = [c for c in done if c not in swept]
     if others:
         visit(browser, (index.parent / "claims" / f"{others[0].id}.html").as_uri())
+        opened(browser)
         assert "No sweep over seeds is stored" in browser.find_element("css selector", ".admonition.seeds").text
 
 
 def test_claim_pages_show_the_verdicts_history_and_the_fresh_seeds(built, browser):
-    """The history as a short table (states with their headline and what changed, declared revisions), revisions
-    after results marked, no line number of the paper's text copy; which seeds are fresh."""
+    """The history, collapsed, a line each: the states where the headline moved and every revision after results,
+    marked, no line number of the paper's text copy; which seeds are fresh."""
     index, _, swept = built
     first, second = list(swept)[:2]
     visit(browser, (index.parent / "claims" / f"{first.id}.html").as_uri())
-    box = browser.find_element("css selector", ".admonition.seeds")
+    opened(browser)
+    section = browser.find_element("css selector", "details.section.history")
     rows = [[td.text for td in tr.find_elements("css selector", "td")]
-            for tr in box.find_element("css selector", "table.history").find_elements("css selector", "tbody tr")]
+            for tr in section.find_element("css selector", "table.history").find_elements("css selector", "tbody tr")]
     assert [r[:2] for r in rows] == [["2026-11-20", "aaaaaaa"], ["2026-11-21", "ccccccc"], ["2026-11-22", "bbbbbbb"]]
     assert rows[0][3] == "first stored" and rows[1][2] == "declared revision"
-    assert rows[1][3] == "threshold: the check's threshold 0.5 (why: Fig. 3) revised after results"
-    assert rows[2][3] == "threshold of a check (1) revised after results" and rows[2][2] == "INCONCLUSIVE 0 of 5"
-    assert "The verdict's history (1 revisions after results)" in plain(box.text)
-    assert "Fresh seeds: none yet. No seed has been run for the first time since the claim's last revision after " \
-           "results (2026-11-22)." in plain(box.text)
-    visit(browser, (index.parent / "claims" / f"{second.id}.html").as_uri())
+    assert rows[1][3] == "threshold: the check's threshold 0.5 revised after results"
+    assert rows[2][3] == "threshold of a check (1) revised after results" and re.fullmatch(r"[A-Z ]+ \d+ of \d+", rows[2][2])
+    assert "1 revisions after results" in plain(section.text)
     box = browser.find_element("css selector", ".admonition.seeds")
-    assert "Fresh seeds: the claim has no revision after results" in plain(box.text) and not box.find_elements(
-        "css selector", "table.history")
+    assert "Fresh seeds: none yet. No seed has been run for the first time since the claim's last revision after " \
+           "results (2026-11-21)." in plain(box.text)
+    visit(browser, (index.parent / "claims" / f"{second.id}.html").as_uri())
+    opened(browser)
+    box = browser.find_element("css selector", ".admonition.seeds")
+    assert "Fresh seeds: the claim has no revision after results" in plain(box.text)
+    assert not browser.find_elements("css selector", "table.history")
 
 
 def test_a_stale_claim_is_never_shown_as_current(built, browser):
@@ -359,29 +431,34 @@ def test_a_stale_claim_is_never_shown_as_current(built, browser):
     claim = next(c for c, (_, _, stale) in swept.items() if stale)
     visit(browser, index.as_uri())
     row = next(tr for tr in browser.find_elements("css selector", "table.dashboard tbody tr")
-               if tr.find_element("tag name", "td").text == claim.id)
+               if tr.find_element("tag name", "td").text.split()[0] == claim.id)
     assert row.find_elements("tag name", "td")[1].text.startswith("STALE last stored: ")
     visit(browser, (index.parent / f"{claim.paper.lower()}.html").as_uri())
     row = next(tr for tr in browser.find_elements("css selector", "table.chapter tbody tr")
                if tr.find_element("tag name", "td").text == claim.id)
     assert row.find_elements("tag name", "td")[1].text.startswith("STALE last stored: ")
     visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
+    assert plain(browser.find_element("css selector", "p.verdict-line").text).startswith("STALE last stored: ")
+    opened(browser)
     box = browser.find_element("css selector", ".admonition.seeds")
     assert "box-stale" in box.get_attribute("class") and "Stale: this is the last stored headline" in box.text
 
 
 @pytest.mark.parametrize("other", OTHERS, ids=lambda o: o[1])
 def test_results_of_other_profiles_are_shown_beside_the_default(built, browser, other):
+    """Another profile's run is listed under its claim and titled as a run of that profile, in the sidebar too."""
     index, done, _ = built
     claim, run, gpu = other
     if claim not in done:
         pytest.skip(f"{claim.id} has no committed notebook")
     visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
-    box = browser.find_element("css selector", ".admonition.seeds")
-    link = box.find_element("link text", run)
+    opened(browser)
+    section = browser.find_element("css selector", "details.section.others")
+    link = section.find_element("partial link text", f"{claim.id}, run of the {run} profile")
     page = f"{claim.id}-{run.replace('=', '-')}.html"
-    assert gpu in box.text and local_path(link.get_attribute("href")).name == page
+    assert gpu in link.text and local_path(link.get_attribute("href")).name == page
     visit(browser, link.get_attribute("href"))
+    assert browser.find_element("css selector", "article h1").text.startswith(f"{claim.id}, run of the {run} profile")
     assert gpu in next(e.text for e in browser.find_elements("css selector", ".admonition") if "Provenance" in e.text)
 
 
@@ -410,20 +487,28 @@ def test_a_value_the_stored_run_did_not_record_reads_so():
 def test_findings_page_gathers_the_tagged_cells_and_the_claims_that_did_not_reproduce(built, browser):
     index, done, swept = built
     visit(browser, (index.parent / "findings.html").as_uri())
-    text = browser.find_element("tag name", "main").text
+    text = plain(browser.find_element("tag name", "main").text)
     tagged = [c for c, (path, _) in done.items() if any("finding" in cell.metadata.get("tags", [])
                                                        for cell in nbformat.read(path, as_version=4).cells)]
     for claim in tagged:
         assert f"{claim.id}: {claim.title}" in text, claim.id
-    for claim, (headline, k, _) in swept.items():
-        assert (f"{claim.id} {claim.title}: {headline}, {k} of 5 seeds reproduce" in text) == (headline != R)
+    for i, claim in enumerate(swept):
+        head = deciding(i)
+        listed = f"{claim.id} {claim.title}: {head['headline']}, {head['k']} of {head['n']} "
+        assert (listed in text) == (head["headline"] not in (R, rules.UNCONFIRMED, rules.TOO_FEW)), claim.id
+        if head["headline"] == rules.UNCONFIRMED:
+            assert f"{claim.id} {claim.title}: {head['k']} of {head['n']} " in text, claim.id  # the tally so far
 
 
-def test_claim_pages_state_their_provenance(built, browser):
-    index, done, _ = built
+@look(1400, expanded=True)
+def provenance(browser):
+    return [e.text for e in browser.find_elements("css selector", ".admonition") if "Provenance" in e.text]
+
+
+def test_claim_pages_state_their_provenance(built, looks):
+    _, done, _ = built
     for claim, (_, meta) in done.items():
-        visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
-        boxes = [e.text for e in browser.find_elements("css selector", ".admonition") if "Provenance" in e.text]
+        boxes = looks["provenance", 1400][claim.id]
         assert len(boxes) == 1, claim.id
         facts = [meta["commit"], f"{meta['wall_s']} s", f"device {meta['provenance']['device']}",
                  f"torch {meta['provenance']['torch']}"] + [f"{k}={v!r}" for k, v in meta["parameters"].items()]
@@ -446,7 +531,10 @@ def outside(browser, selector):
     """The elements matching selector that have text and are hidden or not wholly inside the viewport's width and
     their table's column (a table wider than the column runs under the sidebar); fails when the page scrolls
     sideways."""
-    width, scroll, bad = browser.execute_script(OUTSIDE, selector)
+    return within(*browser.execute_script(OUTSIDE, selector))
+
+
+def within(width, scroll, bad):
     assert scroll <= width, f"the page is {scroll} px wide in a {width} px viewport"
     return bad
 
@@ -469,18 +557,25 @@ def test_dashboard_shows_every_column_without_scrolling_sideways(built, browser,
         assert not outside(browser, "table.dashboard th")
 
 
-def test_claim_pages_show_outcome_and_measured_values_without_scrolling_sideways(built, browser, width):
-    index, done, _ = built
+@look(*WIDTHS, expanded=True)
+def tables(browser):
+    table = browser.find_element("css selector", "table.verdict")
+    return (browser.execute_script(OUTSIDE, ".admonition.seeds .outcome, table.nbdemo td"),
+            [[td.text for td in tr.find_elements("css selector", "td")]
+             for tr in table.find_elements("css selector", "tbody tr")],
+            browser.find_element("css selector", ".tag_nbval-check-output .cell_output").is_displayed())
+
+
+@pytest.mark.parametrize("px", WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+def test_claim_pages_show_outcome_and_measured_values_without_scrolling_sideways(built, looks, px):
+    _, done, _ = built
     for claim, (_, meta) in done.items():
-        visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
-        assert not outside(browser, ".admonition.seeds .outcome, table.nbdemo td"), (claim.id, width)
-        table = browser.find_element("css selector", "table.verdict")
-        rows = [[td.text for td in tr.find_elements("css selector", "td")]
-                for tr in table.find_elements("css selector", "tbody tr")]
+        fit, rows, printed = looks["tables", px][claim.id]
+        assert not within(*fit), (claim.id, px)
         assert [(r[0], r[2], r[3]) for r in rows] == [
             (claim_page.MARKS[r["ok"]], markup.readable(r["name"]), markup.readable(r["measured"])) for r in meta["verdict"]["rows"]]
         # the printed text table (what nbval compares) is kept, behind a toggle
-        assert not browser.find_element("css selector", ".tag_nbval-check-output .cell_output").is_displayed()
+        assert not printed
 
 
 def test_maths_renders_with_the_network_off(built, offline):
@@ -513,13 +608,12 @@ PROSE = """const main = document.querySelector('main').cloneNode(true);
     return main.innerText;"""
 
 
-def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
+def test_no_page_refers_to_lines_of_the_papers_text_copies(pages):
     """"l.278" points at a line of the project's private text copy of a paper, which no reader has (code may keep
     them in comments, and the printed verdict of a cell keeps them)."""
     found = {}
-    for page in pages:
-        visit(browser, page.as_uri())
-        if refs := re.findall(r".{20}\bl\.\s?\d+.{0,10}", browser.execute_script(PROSE)):
+    for page, (*_, prose) in pages.items():
+        if refs := re.findall(r".{20}\bl\.\s?\d+.{0,10}", prose):
             found[page.name] = refs
     assert not found
     assert markup.readable("peaks (§3.3, l.297-304), then (l.325) falls: l.49, Fig. 2a (Fig. 7, l.180)") == \
@@ -532,16 +626,26 @@ def test_no_page_refers_to_lines_of_the_papers_text_copies(browser, pages):
         'v.check("x", r, ">", 0, source=paper("§3, Fig. 2a"))'  # code cells: the line stays in the stored row
 
 
-def test_claim_pages_say_how_to_rerun_them(built, browser):
-    index, done, _ = built
+@look(1400, expanded=True)
+def rerun_box(browser):
+    return (browser.find_element("css selector", ".admonition.rerun").text,
+            bool(browser.find_elements("css selector", ".admonition.rerun a[href^=http]")))
+
+
+def test_claim_pages_say_how_to_rerun_them(built, looks):
+    """The exact commands: the headline's seeds, the control's, the run on the page, the paper's profile."""
+    _, done, swept = built
     for claim in done:
-        visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
-        box = browser.find_element("css selector", ".admonition.rerun").text
-        assert f"nbdemo run {claim.id}\n" in box and f"nbdemo sweep {claim.id} --seeds 0-4" in box, claim.id
+        box, linked = looks["rerun_box", 1400][claim.id]
+        assert f"nbdemo run {claim.id}\n" in box and f"nbdemo sweep {claim.id} --seeds " in box, claim.id
+        if claim in swept:
+            assert f"nbdemo sweep {claim.id} --seeds 0-4" in box, claim.id
+            assert (f"nbdemo sweep {claim.id} --profile control --seeds 0-4" in box) == bool(
+                CONTROLS[list(swept).index(claim)]), claim.id
         assert (f"nbdemo run {claim.id} --profile paper" in box) == ("paper" in params.profiles(claim)), claim.id
         # no repository address was given to this build: the notebook is named, not linked to an invented address
         assert f"notebooks/{claim.id}.ipynb in the repository" in box, claim.id
-        assert not browser.find_elements("css selector", ".admonition.rerun a[href^=http]"), claim.id
+        assert not linked, claim.id
 
 
 INVENTED = ["github.com/nbdemo", "nbdemo.github.io", "The nbdemo authors"]  # the placeholders this book once showed
@@ -583,7 +687,7 @@ def test_the_book_opens_with_a_reproducibility_summary_and_each_chapter_lists_it
     assert first.find_element("tag name", "h2").text.startswith("Reproducibility summary")
     text = first.text
     assert f"{len(CLAIMS)} claims of four papers" in text and "Setting:" in text and "Main findings" in text
-    headlines = [h for h, _, _ in swept.values()]
+    headlines = [deciding(i)["headline"] for i in range(len(swept))]
     for h in set(headlines):
         assert f"{headlines.count(h)} {h}" in text, h
     assert f"{len(CLAIMS) - len(swept)} without a sweep yet" in text
@@ -591,11 +695,13 @@ def test_the_book_opens_with_a_reproducibility_summary_and_each_chapter_lists_it
         visit(browser, (index.parent / f"{prefix.lower()}.html").as_uri())
         rows = browser.find_elements("css selector", "table.chapter tbody tr")
         assert [r.find_element("tag name", "td").text for r in rows] == [c for c in CLAIMS if c.startswith(prefix + "-")]
-    for claim, (headline, _, _) in swept.items():  # the outcome box is coloured by the headline over seeds
+    for i, claim in enumerate(swept):  # the outcome box is coloured by the headline (grey where unconfirmed)
         visit(browser, (index.parent / "claims" / f"{claim.id}.html").as_uri())
         colour = browser.execute_script(
             "return getComputedStyle(document.querySelector('.admonition.seeds')).borderLeftColor")
-        assert colour == COLOURS["STALE" if swept[claim][2] else headline], claim.id
+        headline = deciding(i)["headline"]
+        assert colour == ("rgb(140, 149, 159)" if headline == rules.UNCONFIRMED and not swept[claim][2] else
+                          COLOURS["STALE" if swept[claim][2] else headline]), claim.id
 
 
 def claim_pages(built):
@@ -603,30 +709,30 @@ def claim_pages(built):
     return [(claim, index.parent / "claims" / f"{claim.id}.html") for claim in done]
 
 
-def test_each_claim_page_opens_with_its_verdict_and_why_within_the_first_screen_of_a_phone(built, browser):
+@look(420)
+def verdict_line(browser):
+    line = browser.find_element("css selector", "p.verdict-line")
+    return browser.execute_script("const r = arguments[0].getBoundingClientRect(); return r.bottom + window.scrollY",
+                                  line), line.text
+
+
+def test_each_claim_page_opens_with_its_verdict_and_why_within_the_first_screen_of_a_phone(built, looks):
     """Under the title, one line: the headline over seeds (STALE and the last stored where it is not current), or
     seed 0's outcome where there is no sweep, and why; its bottom within the first 800 px at 420 px."""
     _, done, swept = built
-    browser.set_window_size(420, 900)
-    try:
-        for claim, page in claim_pages(built):
-            visit(browser, page.as_uri())
-            line = browser.find_element("css selector", "p.verdict-line")
-            bottom = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return r.bottom + "
-                                            "window.scrollY", line)
-            assert bottom <= 800, (claim.id, bottom)
-            text = plain(line.text)
-            if claim in swept:
-                headline, k, stale = swept[claim]
-                said = f"{headline} over 5 seeds, {k} of 5 reproduce"
-                assert text.startswith(f"STALE last stored: {said}" if stale else said), (claim.id, text)
-            else:  # the seed-0 run alone, STALE where today's code would not make it
-                said = f"{done[claim][1]['verdict']['outcome']} in seed 0 alone"
-                stale = claim_page.stale_run(claim, done[claim][1])
-                assert text.startswith(f"STALE last stored: {said}" if stale else said), (claim.id, text)
-            assert "Why: " in text and len(text.split("Why: ")[1]) > 10, (claim.id, text)
-    finally:
-        browser.set_window_size(1400, 900)
+    for claim, _ in claim_pages(built):
+        bottom, text = looks["verdict_line", 420][claim.id]
+        assert bottom <= 800, (claim.id, bottom)
+        text = plain(text)
+        if claim in swept:
+            head, stale = deciding(list(swept).index(claim)), swept[claim][2]
+            said = f"{head['headline']} {head['k']} of {head['n']} "
+            assert text.startswith(f"STALE last stored: {said}" if stale else said), (claim.id, text)
+        else:  # the seed-0 run alone, STALE where today's code would not make it
+            said = f"{done[claim][1]['verdict']['outcome']} in seed 0 alone"
+            stale = claim_page.stale_run(claim, done[claim][1])
+            assert text.startswith(f"STALE last stored: {said}" if stale else said), (claim.id, text)
+        assert "Why: " in text and len(text.split("Why: ")[1]) > 10, (claim.id, text)
 
 
 MATHS = """
@@ -644,35 +750,39 @@ MATHS = """
     return bad;"""
 
 
-def test_display_maths_scrolls_and_is_never_clipped_on_a_phone(built, browser):
+@look(420)
+def maths(browser):
+    """(display equations, those that overflow or are clipped) once MathJax has typeset the page; None without
+    MathJax."""
+    if not (book.MATHJAX / "MathJax.js").exists():
+        return None
+    count = "return [document.querySelectorAll('.math').length, document.querySelectorAll('.math:has(.MathJax_CHTML)').length]"
+    WebDriverWait(browser, 30).until(lambda b: (n := b.execute_script(count))[0] == n[1])
+    return browser.execute_script("return document.querySelectorAll('div.math').length"), browser.execute_script(MATHS)
+
+
+def test_display_maths_scrolls_and_is_never_clipped_on_a_phone(looks):
     """At 420 px every display equation fits its column or scrolls inside its own box, once MathJax has typeset it
     (MathJax served by the book, as `make system` installs it)."""
     if not (book.MATHJAX / "MathJax.js").exists():
         pytest.skip("needs Debian's libjs-mathjax (`make system` as root installs it)")
-    browser.set_window_size(420, 900)
-    count = "return [document.querySelectorAll('.math').length, document.querySelectorAll('.math:has(.MathJax_CHTML)').length]"
-    bad, displays = {}, 0
-    try:
-        for claim, page in claim_pages(built):
-            visit(browser, page.as_uri())
-            WebDriverWait(browser, 30).until(lambda b: (n := b.execute_script(count))[0] == n[1])
-            displays += browser.execute_script("return document.querySelectorAll('div.math').length")
-            if found := browser.execute_script(MATHS):
-                bad[claim.id] = found
-    finally:
-        browser.set_window_size(1400, 900)
-    assert displays and not bad
+    seen = looks["maths", 420]
+    assert sum(displays for displays, _ in seen.values()) and not {c: bad for c, (_, bad) in seen.items() if bad}
 
 
-def test_figures_are_numbered_per_claim_link_to_their_full_size_and_carry_their_caption(built, browser):
+@look(1400, expanded=True)
+def figures(browser):
+    return browser.execute_script("""return [...document.querySelectorAll('.cell_output figure')].filter(f =>
+        f.querySelector('img')).map(f => {const img = f.querySelector('img');
+        return [f.querySelector('.caption-number')?.innerText.trim(), f.querySelector('.caption-text')?.innerText,
+                img.alt, img.closest('a')?.href, img.src];});""")
+
+
+def test_figures_are_numbered_per_claim_link_to_their_full_size_and_carry_their_caption(built, browser, looks):
     """"Figure PFC-1.2": each claim page numbers its own figures; each image is a link to its file at full size, and
     its alt text is its caption."""
-    for claim, page in claim_pages(built):
-        visit(browser, page.as_uri())
-        figures = browser.execute_script("""return [...document.querySelectorAll('.cell_output figure')].filter(f =>
-            f.querySelector('img')).map(f => {const img = f.querySelector('img');
-            return [f.querySelector('.caption-number')?.innerText.trim(), f.querySelector('.caption-text')?.innerText,
-                    img.alt, img.closest('a')?.href, img.src];});""")
+    for claim, _ in claim_pages(built):
+        figures = looks["figures", 1400][claim.id]
         assert [n for n, *_ in figures] == [f"Figure {claim.id}.{i}" for i in range(1, len(figures) + 1)], claim.id
         for number, caption, alt, href, src in figures:  # the alt text is the caption's (its maths as TeX)
             assert alt.split()[0] == caption.split()[0] and len(alt) > 20 and ".png" not in alt, (claim.id, number)
@@ -688,25 +798,26 @@ def png_dpi(path):
         return image.info.get("dpi", (72, 72))[0]
 
 
-def test_figures_stay_legible_on_a_phone(built, browser):
+@look(420)
+def images(browser):
+    """(src, width shown, natural width) of each figure, and whether the page fits the window's width."""
+    return (browser.execute_script("""return [...document.querySelectorAll('.cell_output figure img')].map(i =>
+        [i.src, i.getBoundingClientRect().width, i.naturalWidth]);"""),
+            browser.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth"))
+
+
+def test_figures_stay_legible_on_a_phone(built, looks):
     """At 420 px a figure is shown at least at the scale at which its tick labels (matplotlib's 10 pt at the PNG's
     dpi) are 9 px high, scrolling sideways in its own box where it is wider than the column; the page itself does
     not scroll sideways."""
-    browser.set_window_size(420, 900)
     small = {}
-    try:
-        for claim, page in claim_pages(built):
-            visit(browser, page.as_uri())
-            images = browser.execute_script("""return [...document.querySelectorAll('.cell_output figure img')].map(i =>
-                [i.src, i.getBoundingClientRect().width, i.naturalWidth]);""")
-            for src, shown, natural in images:
-                tick = 10 * png_dpi(local_path(src)) / 72 * shown / natural
-                if tick < 9:
-                    small.setdefault(claim.id, []).append(round(tick, 1))
-            assert browser.execute_script("return document.documentElement.scrollWidth <= "
-                                          "document.documentElement.clientWidth"), claim.id
-    finally:
-        browser.set_window_size(1400, 900)
+    for claim, _ in claim_pages(built):
+        shown_images, fits = looks["images", 420][claim.id]
+        for src, shown, natural in shown_images:
+            tick = 10 * png_dpi(local_path(src)) / 72 * shown / natural
+            if tick < 9:
+                small.setdefault(claim.id, []).append(round(tick, 1))
+        assert fits, claim.id
     assert not small
 
 
@@ -739,17 +850,14 @@ def published(built):
     return [*site.rglob("*.html"), *site.rglob("_sources/**/*.ipynb")]
 
 
-def test_nothing_private_in_the_built_site_or_its_notebooks(built, browser):
+def test_nothing_private_in_the_built_site_or_its_notebooks(built, browser, pages):
     """No line number of the papers' private text copies ("l.45") in the text of any page, code and outputs
     included, nor in a published .ipynb; no absolute path of the machine that built or ran it in either."""
     found = {}
     for path in published(built):
         body = path.read_text(errors="ignore")
-        if path.suffix == ".html":
-            visit(browser, path.as_uri())
-            body = browser.find_element("tag name", "body").get_attribute("textContent") + "".join(
-                browser.execute_script("return [...document.querySelectorAll('[href], [src]')].map(e => "
-                                       "e.getAttribute('href') || e.getAttribute('src'))"))
+        if path.suffix == ".html":  # read in the crawl, or else (a page no link reaches) now
+            body = pages[path][3] if path in pages else (visit(browser, path.as_uri()), browser.execute_script(PAGE))[1][3]
         if hits := [m[0] for p in PRIVATE for m in p.finditer(body)]:
             found[path.name] = hits[:5]
     assert not found
@@ -759,24 +867,121 @@ def test_nothing_private_in_the_built_site_or_its_notebooks(built, browser):
 
 
 def test_tags_are_explained_where_they_appear(built, browser):
-    """Every tag after a headline (dashboard, chapters) carries its meaning on hover and in the legend under the
-    table; a finding beside a REPRODUCED headline is shown with it."""
+    """Every tag after a headline (dashboard, chapters) is spelled out in the legend under the table, on the page
+    itself and not in a tooltip, which a phone cannot show."""
     index, _, swept = built
     pages = [index] + [index.parent / f"{p.lower()}.html" for p in PAPERS]
     seen = set()
     for page in pages:
         visit(browser, page.as_uri())
         text = plain(browser.find_element("tag name", "main").text)
-        for tag, title in browser.execute_script(
-                "return [...document.querySelectorAll('abbr.tag')].map(a => [a.innerText, a.title])"):
-            name = next(n for n in why.TAGS if plain(why.TAGS[n]) == plain(title))
-            assert f"{name}: {plain(title)}" in text, (page.name, tag)
+        for name in browser.execute_script("return [...document.querySelectorAll('span.tag')].map(a => a.dataset.tag)"):
+            assert f"{name}: {plain(why.TAGS[name])}" in text, (page.name, name)
             seen.add(name)
+        assert not browser.find_elements("css selector", "abbr[title], span.tag[title]"), page.name
     assert {"uninformative check", "untested check", "finding"} <= seen
-    reproduced = next(c for c, (h, _, _) in swept.items() if h == R)
-    if reproduced not in generated.findings_by_claim(built[1]):
-        return
-    visit(browser, index.as_uri())
-    row = next(tr for tr in browser.find_elements("css selector", "table.dashboard tbody tr")
-               if tr.find_element("tag name", "td").text == reproduced.id)
-    assert "REPRODUCED + finding" in row.find_elements("tag name", "td")[1].text
+
+
+# ---------------------------------------------------------------- a claim page a researcher reads in five minutes
+
+READER = """
+    const article = document.querySelector('article') || document.querySelector('main');
+    const first = article.querySelector('details');
+    const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+    let words = 0;
+    while (walker.nextNode()) {
+        const n = walker.currentNode;
+        if (first && (first.contains(n) || (first.compareDocumentPosition(n) & Node.DOCUMENT_POSITION_FOLLOWING))) break;
+        const e = n.parentElement;
+        if (!e || e.closest('script, style, .MathJax_Preview, .headerlink') ||
+            !e.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+        words += n.textContent.split(/\\s+/).filter(w => /[\\p{L}\\p{N}]/u.test(w)).length;
+    }
+    const figure = article.querySelector('figure img, .cell_output img');
+    const rgba = s => { const m = s.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };
+    const colours = () => { const line = document.querySelector('p.verdict-line');
+        let e = line, back = [255, 255, 255, 1];
+        for (; e; e = e.parentElement) { const c = rgba(getComputedStyle(e).backgroundColor); if (c[3] > 0) { back = c; break; } }
+        return [rgba(getComputedStyle(line).color), back]; };
+    const light = colours();
+    document.documentElement.dataset.theme = 'dark';
+    const dark = colours();
+    document.documentElement.dataset.theme = 'light';
+    return {words: words, collapsed: !!first, figure: figure ? figure.getBoundingClientRect().top + window.scrollY : null,
+            light: light, dark: dark};"""
+
+
+def contrast(fore, back):
+    """The WCAG contrast ratio of two sRGB colours."""
+    def lum(c):
+        c = [x / 255 for x in c[:3]]
+        c = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    a, b = sorted([lum(fore), lum(back)], reverse=True)
+    return (a + 0.05) / (b + 0.05)
+
+
+@pytest.fixture(scope="module")
+def reader(built, tmp_path_factory):
+    """Each claim page loaded once at 1400 px, in a browser that keeps its console: the visible words before the
+    first collapsed part, the first figure's top, the verdict line's colours in the light and the dark theme, and the
+    console's errors."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("needs Debian's chromium and chromium-driver (`make system` as root installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS + [f"--user-data-dir={tmp_path_factory.mktemp('reader')}"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_window_size(1400, 900)
+    measures = {}
+    try:
+        for claim, page in claim_pages(built):
+            visit(driver, page.as_uri())
+            measures[claim.id] = {**driver.execute_script(READER), "errors": [
+                e["message"][:200] for e in driver.get_log("browser") if e["level"] == "SEVERE"]}
+    finally:
+        driver.quit()
+    return measures
+
+
+def test_a_claim_page_opens_with_at_most_1500_words_before_its_collapsed_parts(reader):
+    assert all(m["collapsed"] for m in reader.values())
+    assert not {c: m["words"] for c, m in reader.items() if m["words"] > 1500}
+
+
+def test_a_claim_pages_first_figure_is_within_its_first_two_screens(reader):
+    assert not {c: m["figure"] for c, m in reader.items() if m["figure"] is not None and m["figure"] > 1800}
+
+
+def test_no_claim_page_logs_an_error_in_the_console(reader):
+    assert not {c: m["errors"] for c, m in reader.items() if m["errors"]}
+
+
+def test_the_verdict_line_reads_in_the_light_and_the_dark_theme(reader):
+    low = {(c, theme): round(contrast(*m[theme]), 2) for c, m in reader.items() for theme in ("light", "dark")
+           if contrast(*m[theme]) < 4.5}
+    assert not low
+
+
+def test_the_built_site_and_its_notebooks_carry_no_workshop(built):
+    """No local path, review, issue number, session, round, uncommitted commit, lent machine, paper cited by the
+    number of its text file, line number of it, or IPython error in any page's text or published .ipynb; no Thebe."""
+    from .test_public import WORKSHOP
+    found = {}
+    for path in published(built):
+        body = path.read_text(errors="ignore")
+        if path.suffix == ".html":
+            assert "sphinx-thebe.js" not in body, path.name
+            body = html_text(body)
+        if hits := [m[0] for m in WORKSHOP.finditer(body)]:
+            found[path.name] = hits[:5]
+    assert not found
+
+
+def html_text(body):
+    """An HTML page's text, as near as a regular expression gets: no scripts, styles or tags, entities read."""
+    import html
+    body = re.sub(r"(?s)<(script|style)\b.*?</\1>", " ", body)
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))
