@@ -213,11 +213,15 @@ class Verdict:
                           "expected": "" if reported is None else f"paper {reported}",
                           "measured": shown if shown is not None else fmt_value(stored), "ok": None})
 
-    def require_finite(self, history, name="training stayed finite"):
-        """A requirement that the loss never became NaN or inf; its statistic is the step where it did (-1: never)."""
+    def require_finite(self, history, name="training stayed finite", alternatives=None):
+        """A requirement that the loss never became NaN or inf; its statistic is the step where it did (-1: never).
+        alternatives: other readings of it (finite through a phase the claim is about), as for `check`."""
         at = history.diverged_at
-        self.require(name, -1 if at is None else at, "==", -1, source=ours("a run whose loss diverged learned nothing"),
-                     shown="finite" if at is None else f"diverged at step {at}", expected="no NaN/inf loss")
+        self.require(name, -1 if at is None else at, "==", -1, source=ours(
+            "a run whose loss diverged learned nothing", no_alternative=None if alternatives else (
+                "the statistics of a network whose loss diverged are not defined, so no reading can score them")),
+                     shown="finite" if at is None else f"diverged at step {at}", expected="no NaN/inf loss",
+                     alternatives=alternatives)
 
     @property
     def outcome(self):
