@@ -8,6 +8,24 @@ import pytest
 from nbdemo.claims.verdict import INCONCLUSIVE, REPRODUCED, Verdict, ours
 from nbdemo.runs import store
 
+TOGETHER = ("tests/book/test_book.py",)  # modules whose tests share a build and a browser's visits (module fixtures)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist's default `--dist load`, the tests of each TOGETHER module run on one worker, so that its
+    module fixtures are made once rather than once per worker; every other test is scheduled on its own, as by load.
+    (xdist's own xdist_group mark does not group under pytest 9.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Together(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return next((module for module in TOGETHER if nodeid.startswith(module + "::")), nodeid)
+
+    return Together(config, log)
+
 
 def _fake_meta(claim, seed, outcome=REPRODUCED, fresh=True, profile="default"):
     """The metadata `runner.run` returns for a `Claim`, for a run that never happened: one requirement and one check
