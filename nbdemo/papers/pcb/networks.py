@@ -15,7 +15,7 @@ from torch import nn
 from torch.func import functional_call, jacrev, vmap
 
 from nbdemo.ml.data import dry_run
-from nbdemo.ml.train import batches, fit
+from nbdemo.ml.train import batches, fit, schedule
 from nbdemo.papers.pcb.metrics import compact_weight
 
 
@@ -56,6 +56,52 @@ def linear_init(dims, n_models, *, init="glorot", seed=0, device="cpu"):
             for a, b, v in zip(dims[:-1], dims[1:], init_variances(dims, init))]
 
 
+# Forming W_1 = W_1(0) + Cᵀ X for a record costs about as much as the span form saves in 10 steps (PCB-9's nets on one
+# CPU thread), so `train_linear` trains in the span only where records are at least this many steps apart
+SPAN_RECORD_GAP = 25
+
+
+class _FirstLayerSpan(torch.autograd.Function):
+    """The outputs X_b Wᵀ (N, B, K) of deep linear nets whose first layer trains in the span of the training rows,
+    with that layer's SGD step taken in its backward.
+
+    Every SGD step moves W_1 by -lr Pᵀ δᵀ X_b (P = W_L ⋯ W_2, δ the gradient of the outputs), a combination of the
+    rows of X, so W_1(t) = W_1(0) + Cᵀ X with coefficients C (N, n, m) on the n rows (C(0) = 0): X_b W_1ᵀ = Z0_b +
+    G_b C with Z0 = X W_1(0)ᵀ and G = X Xᵀ. The outputs are then Z0_b Pᵀ + G_b (C Pᵀ), and P's gradient
+    δᵀ Z0_b + (δᵀ G_b) C: neither forms W_1 (N, m, q) nor X_b W_1ᵀ. W_1's SGD step is C[:, idx] -= lr δ P on the
+    batch's rows idx (plain SGD: no momentum, no weight decay), which the backward takes in place once P's gradient
+    is formed, so C gets no gradient: the same SGD on W_1 in exact arithmetic. Z0_b (N, B, m), G_b (G, B, n) for
+    G groups of data (member i in group i // M)."""
+
+    @staticmethod
+    def forward(ctx, C, P, Z0b, Gb, idx, lr):
+        ctx.save_for_backward(P, Z0b, Gb, idx)
+        ctx.C, ctx.lr = C, lr
+        return torch.baddbmm(_ungrouped(Gb @ _grouped_cols(C @ P.mT, len(Gb)), len(P)), Z0b, P.mT)
+
+    @staticmethod
+    def backward(ctx, delta):  # delta (N, B, K)
+        P, Z0b, Gb, idx = ctx.saved_tensors
+        dG = _ungrouped(_grouped_cols(delta, len(Gb)).mT @ Gb, len(P), rows=True)  # δᵀ G_b: (N, K, n)
+        grad_P = torch.baddbmm(dG @ ctx.C, delta.mT, Z0b)
+        ctx.C.index_add_(1, idx, delta @ P, alpha=-ctx.lr)
+        return None, grad_P, None, None, None, None
+
+
+def _grouped_cols(T, n_groups):
+    """(N, r, c) -> (G, r, M c): each group's members side by side along the columns."""
+    N, r, c = T.shape
+    return T.unflatten(0, (n_groups, -1)).transpose(1, 2).reshape(n_groups, r, -1)
+
+
+def _ungrouped(T, n, rows=False):
+    """The inverse of `_grouped_cols` for (G, r, M c) -> (N, r, c); rows=True: (G, M c, r) -> (N, c, r)."""
+    if rows:
+        return T.reshape(n, -1, T.shape[-1])
+    G, r, _ = T.shape
+    return T.unflatten(2, (n // G, -1)).transpose(1, 2).reshape(n, r, -1)
+
+
 def train_linear(weights, X, y, *, steps, lr, batch_size=None, loss="mse", seed=0, record=None, record_at=None,
                  progress=False):
     """Train N deep linear networks (stacked `weights`, in place) with plain SGD on (X, y); return the History.
@@ -67,6 +113,9 @@ def train_linear(weights, X, y, *, steps, lr, batch_size=None, loss="mse", seed=
     Groups: X (G, n, q) and y (G, n) give G datasets of the same size, member i (of N = G M) training on dataset
     i // M; every group takes the same batches, so G conditions trained from the same init and seed in one call run
     as G separate calls would, at a fraction of the per-step cost.
+    Minibatches of fewer rows than inputs (n < q) train the first layer in the span of the rows (`_FirstLayerSpan`:
+    the same SGD in exact arithmetic, float rounding differs), where records are at least `SPAN_RECORD_GAP` steps
+    apart: each record forms W_1.
     A layer whose tensor does not require grad is frozen: it enters W but is not trained.
     record(weights, step) -> dict is called on `nbdemo.ml.train.schedule`.
     """
@@ -79,7 +128,13 @@ def train_linear(weights, X, y, *, steps, lr, batch_size=None, loss="mse", seed=
     def grouped(W):  # (N, K, q) -> (G, M K, q): each group's members stacked along the outputs
         return W.flatten(0, 1).unflatten(0, (n_groups, -1))
 
-    if loss == "mse" and (batch_size is None or batch_size >= n_samples):  # full batch: needs only Σ_XX, Σ_YX
+    full = batch_size is None or batch_size >= n_samples
+    # minibatches, fewer rows than inputs, a trained first layer below others: W_1 trains in the span of X's rows
+    # (`_FirstLayerSpan`), where each record, which forms W_1, comes after enough steps to pay for it
+    gap = steps / max(1, len(schedule(steps, record_at)) - 1) if record else steps
+    span = (not full and n_samples < Xg.shape[2] and weights[0].requires_grad
+            and any(w.requires_grad for w in weights[1:]) and gap >= SPAN_RECORD_GAP)
+    if loss == "mse" and full:  # full batch: needs only Σ_XX, Σ_YX
         S = Xg.mT @ Xg / n_samples  # (G, q, q)
         C = F.one_hot(yg, weights[-1].shape[-2]).to(X.dtype).mT @ Xg / n_samples  # (G, K, q)
         C = C.repeat_interleave(per_group, 0)  # (N, K, q)
@@ -87,6 +142,20 @@ def train_linear(weights, X, y, *, steps, lr, batch_size=None, loss="mse", seed=
         def step_loss(idx):
             W = compact_weight(weights)  # (N, K, q)
             return 0.5 * ((grouped(W) @ S).view_as(W) * W).sum((1, 2)) - (W * C).sum((1, 2)) + 0.5
+    elif span:
+        W1_0 = weights[0].detach().clone()
+        span_C = torch.zeros(n, n_samples, W1_0.shape[1], dtype=X.dtype, device=X.device)  # (N, n, m)
+        Z0 = _ungrouped(Xg @ _grouped_cols(W1_0.mT, n_groups), n)  # X W_1(0)ᵀ: (N, n, m)
+        gram = Xg @ Xg.mT  # (G, n, n)
+
+        def step_loss(idx):
+            out = _FirstLayerSpan.apply(span_C, compact_weight(weights[1:]), Z0.index_select(1, idx),
+                                        gram.index_select(1, idx), idx, lr)
+            return criterion(out, yg.index_select(1, idx).repeat_interleave(per_group, 0))
+
+        @torch.no_grad()
+        def first_layer():  # W_1 = W_1(0) + Cᵀ X into weights[0], in place
+            weights[0].copy_(W1_0 + _ungrouped(Xg.mT @ _grouped_cols(span_C, n_groups), n).mT)
     else:
         def step_loss(idx):
             out = Xg[:, idx] @ grouped(compact_weight(weights)).mT  # (G, B, M K), one matrix product per group
@@ -95,12 +164,17 @@ def train_linear(weights, X, y, *, steps, lr, batch_size=None, loss="mse", seed=
 
     def on_record(s):
         with torch.no_grad():
+            if span:
+                first_layer()
             return record([w.detach() for w in weights], s)
 
-    trained = [w for w in weights if w.requires_grad]
-    return fit(trained, step_loss, batches(n_samples, batch_size, steps, seed, X.device), steps=steps, lr=lr,
-               momentum=0.0, weight_decay=0.0, lr_milestones=(), record=record and on_record, record_at=record_at,
-               progress=progress, shape=(n,))
+    trained = [w for w in weights[span:] if w.requires_grad]
+    hist = fit(trained, step_loss, batches(n_samples, batch_size, steps, seed, X.device),
+               steps=steps, lr=lr, momentum=0.0, weight_decay=0.0, lr_milestones=(), record=record and on_record,
+               record_at=record_at, progress=progress, shape=(n,))
+    if span:
+        first_layer()
+    return hist
 
 
 def relu_init(q, width, n_models, *, seed=0, device="cpu"):

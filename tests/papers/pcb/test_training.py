@@ -157,3 +157,36 @@ def test_band_order_alternatives():
                alternatives={"read flat": (torch.ones(q, dtype=torch.float64), "another record")})
     a = v.rows[0]["alternatives"]["read flat"]
     assert v.rows[0]["ok"] and not a["ok"] and a["value"] == [0.0, 0.0] and a["why"] == "another record"
+
+
+def test_first_layer_trains_in_the_span_of_fewer_rows_than_inputs(monkeypatch):
+    """Minibatches of fewer rows than inputs (n < q), records far enough apart: train_linear trains the first layer in
+    the span of the rows (`_FirstLayerSpan`), grouped data and a product of two layers above it, and steps as the
+    compact-weight form does (records every step) up to rounding, its records and final weights alike. With the
+    layers above it frozen, the first layer trains the compact way."""
+    from nbdemo.papers.pcb import networks
+    calls = []
+    apply = networks._FirstLayerSpan.apply
+    monkeypatch.setattr(networks._FirstLayerSpan, "apply", lambda *a: calls.append(1) or apply(*a))
+    g = torch.Generator().manual_seed(3)
+    X, y = torch.randn(2, 12, 30, generator=g), torch.randint(0, 3, (2, 12), generator=g)
+    gap = networks.SPAN_RECORD_GAP
+    runs, counts = [], []
+    for record_at in (gap, 1):
+        calls.clear()
+        weights = [torch.cat([w] * 2).detach().requires_grad_() for w in linear_init([30, 16, 8, 3], 2, seed=1)]
+        hist = train_linear(weights, X, y, steps=2 * gap, lr=0.05, loss="ce", batch_size=4, seed=2,
+                            record_at=record_at, record=lambda w, s: {"W": compact_weight(w)})
+        runs.append((weights, dict(zip(hist.steps, hist.records["W"]))))
+        counts.append(len(calls))
+    assert counts == [2 * gap, 0]  # every step of the first run, none of the second
+    (span_w, span_rec), (compact_w, compact_rec) = runs
+    for a, b in zip(span_w, compact_w):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=1e-4, atol=1e-5)
+    for s, W in span_rec.items():
+        torch.testing.assert_close(W, compact_rec[s], rtol=1e-4, atol=1e-5)
+    calls.clear()
+    frozen = [w.detach().requires_grad_(i == 0) for i, w in enumerate(linear_init([30, 16, 8, 3], 2, seed=1))]
+    before = frozen[0].detach().clone()
+    train_linear(frozen, X[0], y[0], steps=2 * gap, lr=0.05, loss="ce", batch_size=4)
+    assert not calls and not torch.equal(frozen[0].detach(), before)
