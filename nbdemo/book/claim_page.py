@@ -352,17 +352,26 @@ def shows_text(claim, s, meta, finding=None, words=150):
                "It comes from the default profile; the claim has no paper profile to compare it with." if d is None else
                f"It comes from a substitute setting ({'; '.join(d[:3])}{'; …' if len(d) > 3 else ''}), so it is not "
                "a result about the paper's own setting.")
+    def few(names):
+        names = list(names)
+        return "; ".join(names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
     leaves = []
     if s and s["untested"]:
-        leaves.append(f"its control does not test {', '.join(s['untested'])}")
+        leaves.append(f"its control does not test {few(s['untested'])}")
     if s and s["uninformative"]:
-        leaves.append(f"{', '.join(s['uninformative'])} holds in the control too")
+        leaves.append(f"{few(s['uninformative'])} {'hold' if len(s['uninformative']) > 1 else 'holds'} in the "
+                      "control too")
     if s and s["headline"] in (rules.UNCONFIRMED, rules.TOO_FEW):
         leaves.append("too few fresh seeds have been run for a headline")
     said = f"{kind.capitalize()}: {reason}. {setting}" + (
         f" What it leaves open: {'; '.join(leaves)}." if leaves else "")
     cut = said.split()
-    return text(" ".join(cut[:words]) + ("…" if len(cut) > words else ""), True)
+    said = " ".join(cut[:words]) + ("…" if len(cut) > words else "")
+    if not finding:
+        return text(said, True)
+    # a finding's maths ($...$, the notebook's own prose) is kept for MyST to render; the rest is escaped
+    return "".join(part if i % 2 else text(part, True, whole=False)
+                   for i, part in enumerate(re.split(r"(\$[^$\n]+\$)", public(said))))
 
 
 def brief_box(claim, s, meta, finding=None):

@@ -84,17 +84,18 @@ def unglued(source, keys):
 MARKDOWN = re.compile(r"([\\`*_\[\]{}()#+!|~$^:-])")  # what markdown, MyST's roles and dollar maths read
 
 
-def text(s, markdown=False, code=False):
+def text(s, markdown=False, code=False, whole=True):
     """The one way a value from the store, the history, the revisions or a profile reaches a page: `public`, and
     escaped, so that it reads as text and nothing in it becomes a tag, an attribute or a script. markdown: for a
     value put into markdown (not into an HTML block), whose punctuation is escaped too, so that no role, link, maths
     or code span can be made of it. code: a value (a parameter, a commit) as a markdown code span, shown as it is
-    (no line numbers, no typographic quotes), fenced by more backticks than it holds."""
+    (no line numbers, no typographic quotes), fenced by more backticks than it holds. whole=False: a piece of a
+    text made `public` already, escaped as it is (its spaces kept)."""
     if code:
         s = readable(" ".join(str(s).split()))
         fence = "`" * (max(map(len, re.findall(r"`+", s)), default=0) + 1)
         return f"{fence} {s} {fence}" if s.startswith("`") or s.endswith("`") else f"{fence}{s}{fence}"
-    s = public(s)
+    s = public(s) if whole else str(s)
     return html.escape(MARKDOWN.sub(r"\\\1", s) if markdown else s)
 
 

@@ -75,6 +75,15 @@ def reason(s, meta, finding=None):
     h, unmet, failing = s["headline"], _failing(s, "requirement"), _failing(s, "check")
     if h == rules.TOO_FEW:
         return "too few seeds", f"{s['n']} seeds stored, a headline needs {rules.MIN_SEEDS}"
+    if h == rules.UNCONFIRMED:
+        fresh = len((s.get("fresh") or {}).get("seeds") or [])
+        said = f"{fresh} fresh seeds of the {rules.FRESH_SEEDS} a headline needs"
+        every = s.get("all_seeds")
+        if every and every["headline"] not in (rules.UNCONFIRMED, rules.TOO_FEW):
+            kind, line = reason({**s, **every}, meta)
+            if kind != "see page":
+                said += f"; over every stored seed, {kind}: {line}"
+        return "too few fresh seeds", said
     said = {"requirement unmet": [f"{_q(x)} unmet in {n - k} of {n} seeds" for x, k, n in unmet],
             "check fails": [f"{_q(x)} fails in {n - k} of {n} seeds" for x, k, n in failing],
             "control untested": [f"{_q(x)}: {w}" for x, w in s["untested"].items()],
