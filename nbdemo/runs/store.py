@@ -130,7 +130,7 @@ def _rounded_away(value, threshold):
     """Whether a number of a stored statistic lies within its rounding (`verdict.encode` keeps 6 significant digits)
     of its threshold: there the run's own unrounded number may have decided its `ok` either way."""
     xs, ts = numbers(value), numbers(threshold)
-    return any(abs(x - t) <= 1e-6 * max(abs(x), abs(t)) for x, t in zip(xs, ts * len(xs) if len(ts) == 1 else ts))
+    return any(abs(x - t) <= 1e-5 * max(abs(x), abs(t)) for x, t in zip(xs, ts * len(xs) if len(ts) == 1 else ts))
 
 
 def _fault(run, seed):

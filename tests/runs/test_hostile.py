@@ -211,7 +211,7 @@ def test_a_stored_ok_within_rounding_of_its_threshold_stands(tmp_path, fake_meta
     body = json.loads(stored(tmp_path, fake_meta, [0]))
     row = next(r for r in body["runs"]["0"]["rows"] if r["kind"] == "check")
     body["runs"]["0"]["outcome"] = "NOT REPRODUCED"
-    for value, refused in ((0.5, False), (0.5000004, False), (0.500002, True)):
+    for value, refused in ((0.5, False), (0.500004, False), (0.50002, True)):
         row.update(value=value, ok=False)
         write(store.path(MLI7), json.dumps(body))
         if refused:
