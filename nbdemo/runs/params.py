@@ -276,8 +276,9 @@ def _over(value, most):
 
 
 def validate(claim, overrides, force=False):
-    """Check override names, types and values against the notebook's parameters and `RULES`, and sizes, counts and
-    step counts against their upper bounds unless `force`; return the full parameter dict."""
+    """Check override names, types and values against the notebook's parameters and `RULES`, per-class counts against
+    the dataset's (`TRAIN_PER_CLASS`), and sizes, counts, step counts and the networks' memory (`weight_bytes`, against
+    this machine's) against their upper bounds unless `force`; return the full parameter dict."""
     params = defaults(claim)
     unknown = sorted(set(overrides) - set(params))
     if unknown:
