@@ -156,17 +156,6 @@ def drop_alternatives(ratio, op):
             for side, f in (("10% lower", 0.9), ("10% higher", 1.1))}
 
 
-def require_finite(verdict, history, name="training stayed finite"):
-    """`Verdict.require_finite`'s row (the step where the loss became NaN or inf, -1: never), with the reason that
-    no other reading is plausible: after a NaN every statistic of the run is undefined."""
-    at = history.diverged_at
-    verdict.require(name, -1 if at is None else at, "==", -1,
-                    source=ours("a run whose loss diverged learned nothing",
-                                no_alternative="after a NaN or inf loss the records stop and no statistic of the "
-                                               "run is defined"),
-                    shown="finite" if at is None else f"diverged at step {at}", expected="no NaN/inf loss")
-
-
 def phase_length(history, n_classes, budget, drop=DROP):
     """A run's first-phase length (TFD-6): its last step before the loss drops, or the whole `budget` where the loss
     never drops within the records; a run that diverged before its drop (its records stop at the first NaN) never

@@ -174,5 +174,5 @@ def test_the_drop_row_declares_the_drop_variants_under_the_inner_names():
 
 def test_the_finiteness_row_says_why_it_has_no_alternative():
     v = Verdict("TFD-2")
-    tfd.require_finite(v, history(curve(500), diverged_at=700))
+    v.require_finite(history(curve(500), diverged_at=700))
     assert v.rows[0]["value"] == 700 and not v.rows[0]["ok"] and v.rows[0]["source"]["no_alternative"]
