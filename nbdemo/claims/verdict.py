@@ -131,8 +131,9 @@ def _alternatives(name, op, threshold, alternatives):
         a_op, a_t = a.get("op") or op, threshold if a.get("threshold") is None else a["threshold"]
         if a_op not in OPS or not str(a.get("why", "")).strip():
             raise ValueError(f"{name!r}: alternative {what!r} needs a comparison of {', '.join(OPS)} and its reason")
-        out[str(what)] = {"value": _stored(a["value"]), "op": a_op, "threshold": _stored(a_t),
-                          "ok": holds(a["value"], a_op, a_t), "why": str(a["why"])}
+        value, a_t = _stored(a["value"]), _stored(a_t)
+        out[str(what)] = {"value": value, "op": a_op, "threshold": a_t, "ok": holds(value, a_op, a_t),
+                          "why": str(a["why"])}
     return out
 
 
@@ -172,8 +173,8 @@ class Verdict:
             raise ValueError(f"{name!r}: every scored row needs the source of its threshold: "
                              "paper('Eq. 10', line) or ours('why')")
         self._unique(name)
-        ok = holds(value, op, threshold)
         t = _stored(threshold)
+        ok = holds(_stored(value), op, t)  # judged as stored (6 digits), so that the store's numbers decide it
         self.rows.append({"kind": kind, "name": name, "value": _stored(value), "op": op, "threshold": t,
                           "source": source, "reported": None if reported is None else str(reported),
                           "expected": (expected or f"{op} {fmt_value(t)}")

@@ -6,8 +6,6 @@ reading of a row. Pure functions of stored records ({seed: record}); nothing is 
 import math
 from collections import Counter
 
-from scipy.stats import binomtest
-
 from nbdemo.claims.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, fmt_value, holds, numbers, outcome
 
 CONTROL = "control"
@@ -54,6 +52,7 @@ def wilson(k, n):
     """The 95% Wilson score interval (low, high) of a share k/n (scipy's); (0, 1) for no runs."""
     if n == 0:
         return 0.0, 1.0
+    from scipy.stats import binomtest  # here: the command line refuses bad input without numpy's import
     ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
     return max(0.0, float(ci.low)), min(1.0, float(ci.high))
 
