@@ -37,7 +37,9 @@ def finding_cells(done):
 
 def glued_from(claim, source):
     """A claim's markdown with its glue roles pointing at the claim's page (`{glue:text}`x:.3g`` reads
-    `{glue:text}`claims/PFC-5.ipynb::x:.3g``), so that a cell copied onto another page shows the run's numbers."""
+    `{glue:text}`claims/PFC-5.ipynb::x:.3g``, `{glue:text}`n`` reads `{glue}`claims/PFC-5.ipynb::n``), so that a cell
+    copied onto another page shows the run's numbers."""
+    source = re.sub(r"\{glue:text\}`(?![^`]*:)", "{glue}`", source)  # glue:text reads a path's key as a format
     return re.sub(r"(\{glue(?::\w+)?\}`)(?![^`]*::)", rf"\1claims/{claim.id}.ipynb::", source)
 
 

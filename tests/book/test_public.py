@@ -170,3 +170,11 @@ def test_the_book_names_its_author_as_the_citation_does():
     conf = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert conf["author"] == cff["authors"][0]["name"].split(" (")[0] and "Jupyter Book" not in conf["author"]
+
+
+def test_a_finding_copied_onto_the_findings_page_glues_from_its_claims_page():
+    """myst-nb reads `{glue:text}`path::key`` without a format as the key `path:` with the format `key`: a value
+    without a format is glued by `{glue}` from the claim's page."""
+    from nbdemo.book.findings import glued_from
+    assert glued_from(CLAIMS["PFC-4"], "{glue:text}`n` and {glue:text}`x:.2g`") == \
+        "{glue}`claims/PFC-4.ipynb::n` and {glue:text}`claims/PFC-4.ipynb::x:.2g`"
