@@ -27,6 +27,15 @@ def pytest_xdist_make_scheduler(config, log):
     return Together(config, log)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_thread():
+    """Torch on one thread in the test process, as in every notebook (`nbdemo.setup`): the tests' small tensors spend
+    their time in each operation's fixed cost, which a second thread does not share, and two pytest-xdist workers of
+    two threads each on two cores wait on each other's threads."""
+    import torch
+    torch.set_num_threads(1)
+
+
 def _fake_meta(claim, seed, outcome=REPRODUCED, fresh=True, profile="default"):
     """The metadata `runner.run` returns for a `Claim`, for a run that never happened: one requirement and one check
     (each with a statistic of 1 where it passes and 0 where it fails, against 0.5) whose results give `outcome`; its
