@@ -6,8 +6,12 @@ The last columns divide the pair's work by each side's time and compare it with 
 a pair whose naive side already runs near the peak cannot gain much from vectorising. The work is the smaller
 of the two sides' multiply-adds in matrix products and convolutions (torch's FlopCounterMode); it is the
 smaller because the vmapped backward of a convolution counts several times the loop's.
+
+`--quick` keeps one row of each kind at its small size (ensembles of N=10, a tenth of an epoch for the data path)
+and times fewer repeats, so that the table fits in about two minutes.
 """
 import copy
+import functools
 import statistics
 import time
 
@@ -58,12 +62,15 @@ def matmul_peak(device, repeats=20):
     return 2000 * 784 * 640 / t / 1e9
 
 
-def data_path(device):
-    """One epoch of Fashion-MNIST batches of 100: randperm slices of device tensors vs torchvision's DataLoader.
+def data_path(device, n_batches=None):
+    """One epoch of Fashion-MNIST batches of 100 (or its first n_batches): randperm slices of device tensors vs
+    torchvision's DataLoader.
 
     Returns (device-resident, DataLoader) functions for the data path alone and for a training epoch of the
     9x512 MLP (the same SGD step either way).
     """
+    import itertools
+
     import torchvision
     from torchvision import transforms
 
@@ -75,6 +82,7 @@ def data_path(device):
     loader = torch.utils.data.DataLoader(ds, batch_size=100, shuffle=True, num_workers=0)
     model = MLP(784, 512, 9, 10).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    n_batches = n_batches or len(X) // 100
 
     def step(xb, yb):
         opt.zero_grad()
@@ -83,7 +91,7 @@ def data_path(device):
 
     def resident(train_too):
         def run():
-            for idx in batches(len(X), 100, len(X) // 100, 0, device):
+            for idx in batches(len(X), 100, n_batches, 0, device):
                 xb, yb = X[idx], y[idx]
                 if train_too:
                     step(xb, yb)
@@ -91,7 +99,7 @@ def data_path(device):
 
     def dataloader(train_too):
         def run():
-            for xb, yb in loader:
+            for xb, yb in itertools.islice(loader, n_batches):
                 xb, yb = xb.to(device), yb.to(device)
                 if train_too:
                     step(xb, yb)
@@ -167,14 +175,16 @@ ENSEMBLES = {
 }
 
 
-def per_sample(device, layer=3, lr=0.1):
-    """Per-sample weight changes ΔW|x = -lr g_x F_xᵀ of one layer of the 9x512 MLP for a batch of 100.
+def per_sample(device, layer=3, lr=0.1, n_per_class=10):
+    """Per-sample weight changes ΔW|x = -lr g_x F_xᵀ of one layer of the 9x512 MLP for a batch of 100 (n_per_class
+    of each class).
 
     Vectorised: one backward pass of the summed loss gives every g_x (`feature_grads`), the factored form the TFD
     notebooks use. The loop takes one backward pass per sample and reads each dense ΔW|x off `.grad`. Returns
-    (name, fast, slow) for the factors, for the materialised (n, h, d) changes, and for their common direction (Eq. 5).
+    (fast, slow) for the factors, for the materialised (n, h, d) changes, and for their common direction (Eq. 5), in
+    the order of PER_SAMPLE's names.
     """
-    X, y = load("fashion-mnist", n_per_class=10, device=device)
+    X, y = load("fashion-mnist", n_per_class=n_per_class, device=device)
     torch.manual_seed(0)
     model = MLP(784, 512, 9, 10).to(device)
 
@@ -200,32 +210,47 @@ def per_sample(device, layer=3, lr=0.1):
 
     torch.testing.assert_close(materialised(), loop(), rtol=1e-4, atol=1e-7)
     torch.testing.assert_close(direction(), common_direction(loop()), rtol=1e-4, atol=1e-6)
-    return [("per-sample weight changes, factors g_x, F_x", factors, loop),
-            ("per-sample weight changes, (n, h, d) tensor", materialised, loop),
-            ("their common direction (Eq. 5)", direction, lambda: common_direction(loop()))]
+    return [(factors, loop), (materialised, loop), (direction, lambda: common_direction(loop()))]
+
+
+PER_SAMPLE = ["per-sample weight changes, factors g_x, F_x", "per-sample weight changes, (n, h, d) tensor",
+              "their common direction (Eq. 5)"]
+REPEATS, QUICK_REPEATS = 5, 3
+NS, QUICK_NS = (10, 100), (10,)
+QUICK_BATCHES = 60  # a tenth of an epoch of Fashion-MNIST at batch 100
+
+
+def plan(device, quick=False):
+    """The bench's rows in order, as (name, make, same_work): make() builds the pair's (fast, slow) functions, only
+    when the row is timed; same_work is False where the two sides run different algorithms (no common work to rate).
+    quick: one row of each kind, at its small size (N=10 members, QUICK_BATCHES batches of the data path)."""
+    n_batches = QUICK_BATCHES if quick else None
+    data = functools.cache(lambda: data_path(device, n_batches))
+    samples = functools.cache(lambda: per_sample(device))
+    rows = [(f"data path, {f'{n_batches} batches' if quick else 'one epoch of batches'}",
+             lambda: (data()[0](False), data()[1](False)), True),
+            (f"{f'{n_batches} training steps' if quick else 'one training epoch'}, 9x512 MLP",
+             lambda: (data()[0](True), data()[1](True)), True)]
+    for n in QUICK_NS if quick else NS:
+        rows += [(f"ensemble N={n}, {setting}", functools.partial(ensembles, n, device, setting), True)
+                 for setting in ENSEMBLES]
+        rows.append((f"N={n}, {DEEP_LINEAR}, pcb.train_linear", functools.partial(deep_linear_compact, n, device), False))
+    rows += [(name, lambda i=i: samples()[i], True) for i, name in enumerate(PER_SAMPLE)]
+    return rows
 
 
 def main(args):
-    device = args.device
-    r = args.repeats
-    rows = []
-    resident, dataloader = data_path(device)
-    rows.append(("data path, one epoch of batches", *pair(resident(False), dataloader(False), r, device)))
-    rows.append(("one training epoch, 9x512 MLP", *pair(resident(True), dataloader(True), r, device)))
-    for n in (10, 100):
-        for setting in ENSEMBLES:
-            rows.append((f"ensemble N={n}, {setting}", *pair(*ensembles(n, device, setting), r, device)))
-        t_fast, t_slow, _, _ = pair(*deep_linear_compact(n, device), r, device)
-        rows.append((f"N={n}, {DEEP_LINEAR}, pcb.train_linear", t_fast, t_slow, 0, 0))  # two algorithms: no common work
-    for name, fast, slow in per_sample(device):
-        rows.append((name, *pair(fast, slow, r, device)))
+    """Print the table, a row as soon as it is timed (a call cut short keeps the rows it finished)."""
+    device, quick = args.device, args.quick
+    r = args.repeats or (QUICK_REPEATS if quick else REPEATS)
     print(f"device: {device}, threads: {torch.get_num_threads()}, median of {r} alternating repeats; "
           f"matmul peak {matmul_peak(device):.0f} GMAC/s")
-    print(f"{'pair':52} {'fast (s)':>10} {'naive (s)':>10} {'ratio':>7}   GMAC/s fast, naive")
-    for name, fast, slow, m_fast, m_slow in rows:
-        work = min(m_fast, m_slow)
+    print(f"{'pair':52} {'fast (s)':>10} {'naive (s)':>10} {'ratio':>7}   GMAC/s fast, naive", flush=True)
+    for name, make, same_work in plan(device, quick):
+        fast, slow, m_fast, m_slow = pair(*make(), r, device)
+        work = min(m_fast, m_slow) if same_work else 0
         rate = lambda t: f"{work / t / 1e9:6.0f}" if work else "     -"
-        print(f"{name:52} {fast:10.4f} {slow:10.4f} {slow / fast:6.1f}x   {rate(fast)} {rate(slow)}")
+        print(f"{name:52} {fast:10.4f} {slow:10.4f} {slow / fast:6.1f}x   {rate(fast)} {rate(slow)}", flush=True)
     if args.book:
         book_times()
 

@@ -278,7 +278,9 @@ def main(argv=None):
     p.set_defaults(func=cmd_book)
 
     p = sub.add_parser("bench", help="measure the speed-ups of the hot paths as side-by-side ratios")
-    p.add_argument("--repeats", type=at_least_1, default=5)
+    p.add_argument("--repeats", type=at_least_1, help="alternating repeats per row (default 5; 3 with --quick)")
+    p.add_argument("--quick", action="store_true",
+                   help="one row of each kind at its small size, fewer repeats: about two minutes")
     p.add_argument("--device", type=_device, default="auto", help="auto (cuda if there is one), cpu, cuda, ...")
     p.add_argument("--book", action="store_true", help="also run every notebook (default profile) and time it")
     p.set_defaults(func=cmd_bench)
