@@ -121,7 +121,10 @@ def train_mlps(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=0
     def first(idx):  # the first layer's pre-activation without its bias, (n, batch, S·width)
         if not span:
             return torch.bmm(X[idx], C)
-        return _ImageSpan.apply(C, gram[idx], idx) + Z0.flatten(0, 1)[(idx + offsets).flatten()].view(n, -1, S * width)
+        # index_select, not indexing by a tensor: the same gather at a quarter of the time on the CPU
+        Gb = gram.index_select(0, idx.flatten()).view(n, -1, len(X))
+        Z0b = Z0.flatten(0, 1).index_select(0, (idx + offsets).flatten()).view(n, -1, S * width)
+        return _ImageSpan.apply(C, Gb, idx) + Z0b
 
     def trainable(models, i):
         W, b, keep = _stack(models, i)
@@ -137,7 +140,7 @@ def train_mlps(groups, X, y, *, steps, lr, batch_size=None, momentum=0.0, seed=0
     def step_loss(idx):  # idx: (n, batch) indices, row i for member i of every setting; or the full batch
         if not torch.is_tensor(idx):
             idx = torch.arange(len(X), device=X.device).expand(n, -1)
-        t, z = (y[idx].repeat(S, 1) if y.dim() == 1 else y[:, idx].flatten(0, 1)), first(idx)  # t: (N, batch)
+        t, z = (y.take(idx).repeat(S, 1) if y.dim() == 1 else y[:, idx].flatten(0, 1)), first(idx)  # t: (N, batch)
         z = z if b0 is None else z + b0
         h = z.view(n, -1, S, width).permute(2, 0, 1, 3).reshape(N, -1, width).relu()  # nets in setting order
         for start, W, b in hidden:
