@@ -143,6 +143,7 @@ def chromium(tmp_path_factory, *flags):
     options.binary_location = CHROMIUM
     for flag in FLAGS + list(flags) + [f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"]:
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for `read`
     return webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
 
 
@@ -234,6 +235,7 @@ def looks(built, browser):
         for width, named in LOOKS.items():
             browser.set_window_size(width, 900)
             for claim, page in claim_pages(built):
+                browser.get_log("browser")  # the console's messages so far are of the pages before
                 visit(browser, page.as_uri())
                 for now_expanded in (False, True):
                     if now_expanded:
@@ -921,29 +923,17 @@ def contrast(fore, back):
     return (a + 0.05) / (b + 0.05)
 
 
+@look(1400)
+def read(browser):
+    return {**browser.execute_script(READER), "errors": [
+        e["message"][:200] for e in browser.get_log("browser") if e["level"] == "SEVERE"]}
+
+
 @pytest.fixture(scope="module")
-def reader(built, tmp_path_factory):
-    """Each claim page loaded once at 1400 px, in a browser that keeps its console: the visible words before the
-    first collapsed part, the first figure's top, the verdict line's colours in the light and the dark theme, and the
-    console's errors."""
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("needs Debian's chromium and chromium-driver (`make system` as root installs them)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--user-data-dir={tmp_path_factory.mktemp('reader')}"]:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_window_size(1400, 900)
-    measures = {}
-    try:
-        for claim, page in claim_pages(built):
-            visit(driver, page.as_uri())
-            measures[claim.id] = {**driver.execute_script(READER), "errors": [
-                e["message"][:200] for e in driver.get_log("browser") if e["level"] == "SEVERE"]}
-    finally:
-        driver.quit()
-    return measures
+def reader(looks):
+    """Each claim page at 1400 px as it opens: the visible words before the first collapsed part, the first figure's
+    top, the verdict line's colours in the light and the dark theme, and the console's errors."""
+    return looks["read", 1400]
 
 
 def test_a_claim_page_opens_with_at_most_1500_words_before_its_collapsed_parts(reader):
