@@ -158,3 +158,26 @@ def test_compiled_training_matches_eager():
     kw = dict(steps=20, lr=0.1, batch_size=50, progress=False)
     np.testing.assert_allclose(train(compiled, X, y, compile=True, **kw).loss, train(eager, X, y, **kw).loss,
                                rtol=1e-4, atol=1e-5)
+
+
+def test_sgd_step_is_torch_sgd_bit_for_bit():
+    """`train.sgd_step`, the update `fit` takes, against torch.optim.SGD(foreach=True) on the same gradients: plain,
+    with momentum, with weight decay, with a lr that changes, and a parameter without a gradient on some steps (no
+    update, and its momentum buffer starts at its first gradient)."""
+    from nbdemo.ml.train import sgd_step
+    g = torch.Generator().manual_seed(0)
+    for momentum, weight_decay in ((0.0, 0.0), (0.9, 0.0), (0.9, 5e-4), (0.0, 1e-2)):
+        ours = [torch.randn(7, 3, generator=g), torch.randn(5, generator=g)]
+        theirs = [p.clone() for p in ours]
+        opt = torch.optim.SGD(theirs, lr=0.1, momentum=momentum, weight_decay=weight_decay, foreach=True)
+        step = sgd_step(ours, momentum, weight_decay)
+        for s in range(6):
+            grads = [torch.randn(p.shape, generator=g) for p in ours]
+            for i, (a, b) in enumerate(zip(ours, theirs)):
+                a.grad = b.grad = None if (i == 1 and s in (0, 3)) else grads[i].clone()
+            lr = 0.1 * 0.5 ** (s // 2)
+            opt.param_groups[0]["lr"] = lr
+            opt.step()
+            step(lr)
+            for a, b in zip(ours, theirs):
+                assert torch.equal(a, b), (momentum, weight_decay, s)
