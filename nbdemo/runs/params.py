@@ -147,6 +147,8 @@ RULES = {  # parameter name (or "CLAIM:name", for one claim's) -> (test, what is
     **dict.fromkeys(("n_alphas", "n_alphas_far", "n_angles", "n_radii", "n_radii_far", "n_starts", "n_inits",
                      "max_shuffles"), POINTS),
     "n_classes": integer(2, 1000, "a synthetic dataset's classes; the most of any profile is 5"),
+    "record_early": integer(0, 1000, "log-spaced records before the first regular one, each a pass over the data; "
+                                     "the most of any profile is 12"),  # PFC-2; 0: none
     **dict.fromkeys(("min_decay", "zca_keep"), FRACTION),  # PCB-2: Eq. 10's decay level; PCB-4: ZCA's whitened variance kept
     "projections": each(integer(1, *INPUT)),
     "dim": integer(1, 10 ** 5, "a synthetic input of 100,000 values; the largest of any profile has 10,000"),
