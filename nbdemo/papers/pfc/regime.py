@@ -28,6 +28,9 @@ NCC_READINGS = {
 # The coverage floor (ours): at least this share of the blocks before the effective depth, so that Conjecture 1's
 # order is tested on enough blocks to be progressive; "effective depth = depth" (§IV-A) is its alternative.
 COVERAGE_FLOOR = 0.5
+# The terminal phase's "effectively zero" training error (Papyan et al., whose term the paper takes over), the
+# alternative to exactly zero at every record: at most this share of the training samples at any later record.
+EFFECTIVELY_ZERO = 0.01
 # The terminal-phase windows (ours): the training loss is averaged over the records of a tenth of the run from the
 # first zero-error record on and over those of the last tenth, and may end at most LOSS_TOLERANCE above the first.
 LOSS_WINDOW = 0.1
@@ -139,7 +142,8 @@ def require_terminal_phase(v, hist, n):
     """Add to Verdict `v` the requirements that the run of `train_recorded` (on `n` training samples) reached the
     terminal phase of training, the regime of Conjecture 1 (§III-A), the term the paper takes over from Papyan et al.:
     - zero training error reached and kept: no training error at any record from the first zero-error record to the
-      end (statistic: the most errors there, NaN, which fails, where it was never 0);
+      end (statistic: the most errors there, NaN, which fails, where it was never 0); "effectively zero", at most
+      EFFECTIVELY_ZERO of the `n` samples there, and zero at the end only are its alternatives;
     - the loss after zero error: the mean training loss over the last tenth of the run at most 10% above its mean
       over the tenth of the run from the first zero-error record on (`loss_rise`; NaN, which fails, without a
       terminal phase twice that long). The untrained net (0 steps) fails both."""
@@ -151,7 +155,10 @@ def require_terminal_phase(v, hist, n):
                   "the terminal phase of training (Conjecture 1) is the phase in which the training error, once "
                   "zero, stays zero (Papyan et al. [13], whose term the paper takes over)"),
               alternatives={"training error 0 at the end only": alt(
-                  final, why="the previous reading: only the last record is zero error, a blip before it allowed")})
+                  final, why="the previous reading: only the last record is zero error, a blip before it allowed"),
+                  "terminal phase: zero error reached, then at most 1% errors after": alt(
+                      kept, "<=", EFFECTIVELY_ZERO * n,
+                      why="Papyan et al.'s training error that first vanishes and then stays 'effectively zero'")})
     rise = loss_rise(hist)
     first, last = loss_windows(hist)
     _, loss0, loss1 = terminal_phase(hist)

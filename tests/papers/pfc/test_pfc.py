@@ -403,6 +403,11 @@ def test_the_terminal_phase_keeps_zero_error_and_its_loss_does_not_rise_over_win
     r = rows(history([5, 0, 1] + [0] * 8, falling, steps=steps))
     assert r[kept]["value"] == 1 and not r[kept]["ok"]
     assert r[kept]["alternatives"]["training error 0 at the end only"]["ok"]
+    effectively = "terminal phase: zero error reached, then at most 1% errors after"
+    assert r[kept]["alternatives"][effectively]["ok"]  # 1 error of 200 after zero: effectively zero
+    r = rows(history([5, 0, 3] + [0] * 8, falling, steps=steps))
+    assert not r[kept]["alternatives"][effectively]["ok"]  # 3 of 200 after zero: more than 1%
+    assert not rows(history([5] * 11, falling, steps=steps))[kept]["alternatives"][effectively]["ok"]  # never 0
     # zero error only in the last tenth: no terminal phase two windows long (NaN fails)
     r = rows(history([5] * 10 + [0], falling, steps=steps))
     assert r[kept]["ok"] and r[phase]["value"] == "nan" and not r[phase]["ok"]
