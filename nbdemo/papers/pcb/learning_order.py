@@ -52,6 +52,12 @@ def accessibility(correct):
     return correct.double().mean(dim=(0, 1))
 
 
+def per_epoch(correct, steps_per_epoch):
+    """The records at the end of each epoch, the paper's f_i^e (§4): correct (N, S, n) recorded after every step,
+    record s after step s + 1 -> (N, S // steps_per_epoch, n)."""
+    return correct[:, steps_per_epoch - 1::steps_per_epoch]
+
+
 def learning_time(correct):
     """Ceiling-free speed of learning: correct (N, E, n) bool, records e = 1..E -> (n,) float64, the mean over the N
     networks of the first record from which the example stays correctly classified (E + 1 if it is wrong at the

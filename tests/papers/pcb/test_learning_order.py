@@ -15,6 +15,7 @@ from nbdemo.papers.pcb.learning_order import (
     frequency_label,
     frequency_sums,
     learning_time,
+    per_epoch,
     project_top,
     steps_to,
 )
@@ -70,6 +71,13 @@ def test_accessibility_is_the_mean_over_networks_and_epochs():
     correct[:, :, 0] = True          # always right
     correct[0, 2:, 1] = True         # one network, second half of training
     assert accessibility(correct).tolist() == [1.0, 0.25, 0.0]
+
+
+def test_per_epoch_keeps_the_record_at_the_end_of_each_epoch():
+    correct = torch.zeros(2, 6, 1, dtype=torch.bool)   # 6 steps of 3 per epoch, recorded after every step
+    correct[:, 2, 0] = True                            # right after step 3 only, the end of epoch 1
+    assert per_epoch(correct, 3)[:, :, 0].tolist() == [[True, False], [True, False]]
+    assert accessibility(per_epoch(correct, 3)).tolist() == [0.5]
 
 
 def test_learning_time_is_the_first_record_from_which_the_example_stays_right():
