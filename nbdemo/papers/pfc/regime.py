@@ -178,7 +178,7 @@ def require_terminal_phase(v, hist, n):
                       fall, ">", 0, "the loss at the first zero-error record against the last record")})
 
 
-def require_regime(v, hist, n, raw=None):
+def require_regime(v, hist, n, raw=None, blocks_scored=True):
     """Add to Verdict `v` the requirements that the run of `train_recorded` (on `n` training samples) is in the regime
     the paper describes, from its last record:
     - its last layer is NCC separable: NCC error (1 - PFC3) at most NCC_EPS, the paper's own test that NC has
@@ -187,6 +187,7 @@ def require_regime(v, hist, n, raw=None):
     - coverage: at least COVERAGE_FLOOR of the blocks lie before the effective depth (`coverage`, ours), so that the
       order is tested on enough blocks; "effective depth = depth", the paper's choice of architectures (§IV-A), is
       an alternative (coverage 1), and so are the NCC tolerances (the effective depth moves with them).
+    `blocks_scored=False` (PFC-3, whose checks read only the two end layers) makes the coverage a note.
     Notes: the effective depth; the last layer's PFC1 and PFC2, and their shares of layer 0's and of the raw input's
     (`raw`: the raw input's metrics, where given) beside the MUFM optimum's share of its data (Fig. 4, MUFM_RATIO)."""
     last = {name: np.asarray(hist[name][-1], dtype=float) for name in ("PFC1", "PFC2", "PFC3")}
@@ -200,14 +201,17 @@ def require_regime(v, hist, n, raw=None):
               alternatives=ncc_alternatives(lambda eps: wrong / n, lambda eps: eps))
     L0 = effective_depth(correct, n)
     cover = coverage(correct, n)
-    v.require("coverage: share of the blocks before the effective depth", cover, ">=", COVERAGE_FLOOR,
-              expected=f">= {COVERAGE_FLOOR} of the {blocks} blocks",
-              shown=f"{cover:.2f} ({'no layer NCC separable' if L0 is None else f'layer {L0} of {blocks}'})",
-              source=ours("Conjecture 1 orders the blocks before the effective depth (§III-A); a progressive order "
-                          "tested on fewer than half the blocks, or on none, tests too little of it"),
-              alternatives={"effective depth = depth (§IV-A)": alt(
-                  cover, ">=", 1.0, "the paper chose its architectures so that the effective depth is the depth "
-                                    "(§IV-A)"), **ncc_alternatives(lambda eps: coverage(correct, n, eps))})
+    shown = f"{cover:.2f} ({'no layer NCC separable' if L0 is None else f'layer {L0} of {blocks}'})"
+    if not blocks_scored:
+        v.note("coverage: share of the blocks before the effective depth", cover, shown=shown)
+    else:
+        v.require("coverage: share of the blocks before the effective depth", cover, ">=", COVERAGE_FLOOR,
+                  expected=f">= {COVERAGE_FLOOR} of the {blocks} blocks", shown=shown,
+                  source=ours("Conjecture 1 orders the blocks before the effective depth (§III-A); a progressive order "
+                              "tested on fewer than half the blocks, or on none, tests too little of it"),
+                  alternatives={"effective depth = depth (§IV-A)": alt(
+                      cover, ">=", 1.0, "the paper chose its architectures so that the effective depth is the depth "
+                                        "(§IV-A)"), **ncc_alternatives(lambda eps: coverage(correct, n, eps))})
     v.note("effective depth L0", float("nan") if L0 is None else L0,
            shown="none: no layer NCC separable" if L0 is None else f"layer {L0} of {blocks}")
     for name in ("PFC1", "PFC2"):
@@ -218,13 +222,13 @@ def require_regime(v, hist, n, raw=None):
                    shown=f"{ratio:.3g} (the MUFM optimum's of its data, Fig. 4: {MUFM_RATIO[name]})")
 
 
-def terminal_phase_verdict(claim, hist, n, raw=None):
+def terminal_phase_verdict(claim, hist, n, raw=None, blocks_scored=True):
     """A Verdict for `claim` opened with the requirements that every run of PFC-1..4 shares: the training stayed
     finite (`Verdict.require_finite`), reached the terminal phase (`require_terminal_phase`, on `n` training
     samples), and NC at an NCC-separable last layer with enough blocks before the effective depth (`require_regime`,
-    with the notes on `raw`, the raw input's metrics, where given)."""
+    with the notes on `raw`, the raw input's metrics, where given; the coverage a note where not `blocks_scored`)."""
     v = Verdict(claim)
     v.require_finite(hist)
     require_terminal_phase(v, hist, n)
-    require_regime(v, hist, n, raw)
+    require_regime(v, hist, n, raw, blocks_scored)
     return v

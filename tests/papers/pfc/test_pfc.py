@@ -314,6 +314,12 @@ def test_the_regime_is_an_ncc_separable_last_layer_with_enough_blocks_before_the
     # the input already separable: no block before the effective depth, coverage 0, the floor fails
     cover = rows({**weak, "PFC3": [1.0, 1.0, 1.0]})["coverage: share of the blocks before the effective depth"]
     assert cover["value"] == 0 and not cover["ok"] and not any(a["ok"] for a in cover["alternatives"].values())
+    # PFC-3's checks read only the two end layers: there the coverage is a note, which decides nothing
+    v = Verdict("PFC-3")
+    regime.require_regime(v, history([5, 0, 0], [1.0, 0.1, 0.05], metrics={**weak, "PFC3": [1.0, 1.0, 1.0]}), 200,
+                          blocks_scored=False)
+    cover = next(r for r in v.rows if r["name"] == "coverage: share of the blocks before the effective depth")
+    assert cover["kind"] == "note" and cover["value"] == 0 and cover["ok"] is None
 
 
 def test_coverage_is_the_share_of_blocks_before_the_effective_depth():
