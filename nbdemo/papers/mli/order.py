@@ -51,6 +51,15 @@ def orders(learned, final_bias):
     return decided, last_largest, follows
 
 
+def first_smallest(learned, final_bias, decided):
+    """Per net, whether the class learned first ends with the smallest output bias (N,) bool, False where undecided:
+    the part of Fig. 8's bias order that the last-learned class's place does not decide (on three classes, chance
+    1/2 once the last-learned class is on top)."""
+    learned = torch.as_tensor(learned, dtype=torch.float64)
+    bias = torch.as_tensor(final_bias, dtype=torch.float64)
+    return torch.as_tensor(decided) & (learned.argmin(1) == bias.argmin(1))
+
+
 def share(holds, decided):
     """The share of the decided nets in which a statement holds: `holds` and `decided` are bool tensors of one shape
     (`holds` False where undecided); NaN when no net is decided."""

@@ -4,7 +4,9 @@ import math
 import pytest
 import torch
 
-from nbdemo.papers.mli.order import LAST_SHARE, LEVEL, ORDER_SHARE, chance_tail, crossing_times, orders, power, share
+from nbdemo.papers.mli.order import (
+    LAST_SHARE, LEVEL, ORDER_SHARE, chance_tail, crossing_times, first_smallest, orders, power, share,
+)
 
 
 def test_crossing_times_interpolate_between_records():
@@ -51,6 +53,9 @@ def test_orders():
     assert follows.tolist() == [True, False, False, False, False, False]
     # the checks' shares count decided nets only: 2 of 3 for the last-learned class, 1 of 3 for the whole order
     assert share(last, decided) == pytest.approx(2 / 3) and share(follows, decided) == pytest.approx(1 / 3)
+    # the first-learned class has the smallest bias in the first net only (net 1: class 1, learned second, is lowest;
+    # net 2: class 2, learned first, is highest); undecided nets count as False whatever their biases
+    assert first_smallest(learned, bias, decided).tolist() == [True, False, False, False, False, False]
 
 
 def test_share_pools_subsets_and_is_nan_without_a_decided_net():
