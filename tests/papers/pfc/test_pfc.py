@@ -353,7 +353,7 @@ def test_the_order_trend_leaves_out_the_first_epoch_and_notes_when_the_order_set
     # the review's case: almost nothing in order after one step, the whole order from the first later record on
     h = History()
     for s, p1 in [(0, [1, 2, 3]), (1, [1, 2, 3]), *[(s, [1, 0.8, 0.5]) for s in range(120, 1201, 120)]]:
-        h.add(s, {"PFC1": p1, "PFC2": [0.9, 0.8, 0.7], "PFC3": [0.8, 0.9, 1.0]})
+        h.add(s, {"PFC1": p1, "PFC2": [0.9, 0.8, 0.7], "PFC3": [0.8, 0.9, 1.0], "train_errors": int(s == 0)})
     assert orders.order_trend(h, 100, 2)[0] > 0  # step 1 kept: a flat order passes
     assert orders.order_trend(h, 100, 2, first_epoch=1)[0] == 0.0  # records up to the first epoch left out
     assert models.first_epoch_step(200, 128) == 1 and models.first_epoch_step(60, 16) == 3
@@ -364,6 +364,24 @@ def test_the_order_trend_leaves_out_the_first_epoch_and_notes_when_the_order_set
     assert rows["step from which the pairs in order stay at their final count"]["value"] == 120
     assert orders.settled_step([0, 1, 120, 240], [3, 4, 6, 6]) == 120
     assert orders.settled_step([0, 1, 120], [6, 6, 6]) == 0
+
+
+def test_the_order_trend_declares_the_regular_records_and_the_records_after_zero_error():
+    from nbdemo.claims.verdict import Verdict
+    from nbdemo.ml.train import History
+
+    # the order builds up between the early log-spaced records 10 and 30, then stays; zero training error from step 60
+    h = History()
+    records = [(0, 3), (1, 3), (3, 3), (10, 3), (30, 0.5), (60, 0.4), *[(s, 0.4) for s in range(120, 1201, 120)]]
+    for s, p in records:
+        h.add(s, {"PFC1": [1, 2, p], "PFC2": [0.9, 0.8, 0.7], "PFC3": [0.8, 0.9, 1.0], "train_errors": int(s < 60)})
+    assert list(orders.regular_records(h.steps, 120, 1)) == [True, True] + [False] * 4 + [True] * 10
+    v = Verdict("PFC-2")
+    orders.check_order_trend(v, h, 200, batch_size=128, record_every=120)
+    row = v.rows[0]
+    assert row["ok"]  # the early records show the order building up
+    assert not row["alternatives"]["trend over the regular records only"]["ok"]  # every regular record in order
+    assert not row["alternatives"]["trend over the records after zero training error"]["ok"]
 
 
 def history(errors, loss, ncc=1.0, steps=None, metrics=None):
