@@ -124,3 +124,15 @@ def w_star(H, y, lam_W):
     Y = F.one_hot(y, K).to(H.dtype)
     A = H.transpose(-1, -2) @ H + n * lam_W * torch.eye(H.shape[-1], dtype=H.dtype, device=H.device)
     return torch.linalg.solve(A, H.transpose(-1, -2) @ Y).transpose(-1, -2)
+
+
+def tenfold(name, value, op, threshold):
+    """A threshold of ours on the solves, an order of magnitude stricter and looser, as the alternatives of its row
+    (the paper gives no tolerance): {f"{name} 10x stricter": alt(...), f"{name} 10x looser": alt(...)}."""
+    from nbdemo.claims.verdict import alt
+
+    below = op in ("<", "<=")
+    return {f"{name} 10x stricter": alt(value, op, threshold / 10 if below else threshold * 10,
+                                        "an order of magnitude stricter: the paper gives no tolerance"),
+            f"{name} 10x looser": alt(value, op, threshold * 10 if below else threshold / 10,
+                                      "an order of magnitude looser: the paper gives no tolerance")}

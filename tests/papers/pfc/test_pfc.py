@@ -604,3 +604,14 @@ def test_pfc4_scores_the_flattened_maps_and_notes_the_channel_means():
             assert note["kind"] == "note" and note["value"] == r["value"] and note["measured"] == r["measured"]
     assert [r["name"] for r in maps.maps_verdict(hist, flat, None, len(y)).rows] == [r["name"] for r in on_maps]
 
+
+
+def test_tenfold_declares_a_threshold_an_order_of_magnitude_either_way():
+    from nbdemo.claims.verdict import Verdict, ours
+
+    v = Verdict("PFC-5")
+    v.check("small", 5e-8, "<", 1e-7, source=ours("a bound"), alternatives=mufm.tenfold("bound", 5e-8, "<", 1e-7))
+    v.check("large", 0.5, ">", 0.1, source=ours("a bound"), alternatives=mufm.tenfold("floor", 0.5, ">", 0.1))
+    small, large = ({k: a["ok"] for k, a in r["alternatives"].items()} for r in v.rows)
+    assert small == {"bound 10x stricter": False, "bound 10x looser": True}
+    assert large == {"floor 10x stricter": False, "floor 10x looser": True}
