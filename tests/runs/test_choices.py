@@ -191,3 +191,14 @@ def test_nbdemo_list_gives_the_deciding_tally_and_robustness_as_json(put, capsys
     line = next(x for x in json.loads(capsys.readouterr().out) if x["claim"] == "MLI-7")
     assert (line["headline"], line["k"], line["n"], line["inconclusive"]) == (N, 1, 10, 0)
     assert line["robustness"].startswith("depends on: 'always positive'") and line["fresh_seeds"] == list(range(10))
+
+
+@pytest.mark.parametrize("claim", CLAIMS.values(), ids=lambda c: c.id)
+def test_every_committed_choice_of_ours_declares_its_alternatives(claim):
+    """In the committed notebook's verdict, every scored row whose threshold is ours declares alternatives or says
+    why no other reading is plausible."""
+    import nbformat
+    from nbdemo.runs import runner
+    meta = runner.summary(nbformat.read(claim.notebook, as_version=4))
+    rows = {0: {"rows": meta["verdict"]["rows"]}}
+    assert not evidence.sensitivity.undeclared(rows), f"{claim.id}: rows of ours without alternatives"
