@@ -421,6 +421,11 @@ def test_the_terminal_phase_keeps_zero_error_and_its_loss_does_not_rise_over_win
     alts = r[phase]["alternatives"]
     assert r[phase]["ok"] and not alts["terminal-phase loss at two records, any fall (the previous reading)"]["ok"]
     assert not alts["terminal-phase loss falls over the windows (no tolerance)"]["ok"]
+    assert alts["terminal-phase loss windows of 5% of the run"]["ok"] and alts["terminal-phase loss windows of 20% of the run"]["ok"]
+    r = rows(history([5] + [0] * 10, [1.0, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.06], steps=steps))
+    alts = r[phase]["alternatives"]  # only the last record rises: the narrow windows see it, the wide ones less
+    assert not alts["terminal-phase loss windows of 5% of the run"]["ok"]
+    assert alts["terminal-phase loss windows of 20% of the run"]["ok"]
     rising = [1.0] + [0.05] * 5 + [0.06] * 5  # the end window 20% above the start window
     assert not rows(history([5] + [0] * 10, rising, steps=steps))[phase]["ok"]
     # zero error lost again at a record: not kept, though 0 at the end (the previous reading)
