@@ -216,7 +216,10 @@ def require_regime(v, hist, n, raw=None, blocks_scored=True):
                               "tested on fewer than half the blocks, or on none, tests too little of it"),
                   alternatives={"effective depth = depth (§IV-A)": alt(
                       cover, ">=", 1.0, "the paper chose its architectures so that the effective depth is the depth "
-                                        "(§IV-A)"), **ncc_alternatives(lambda eps: coverage(correct, n, eps))})
+                                        "(§IV-A)"),
+                      "at least two blocks before the effective depth": alt(
+                          cover, ">=", 2 / blocks, "enough blocks to see a progression (§III-A), not half of them"),
+                      **ncc_alternatives(lambda eps: coverage(correct, n, eps))})
     v.note("effective depth L0", float("nan") if L0 is None else L0,
            shown="none: no layer NCC separable" if L0 is None else f"layer {L0} of {blocks}")
     for name in ("PFC1", "PFC2"):

@@ -310,6 +310,7 @@ def test_the_regime_is_an_ncc_separable_last_layer_with_enough_blocks_before_the
     cover = rows({**weak, "PFC3": [0.9, 0.99, 1.0]})["coverage: share of the blocks before the effective depth"]
     assert cover["value"] == 0.5 and cover["ok"]
     assert not cover["alternatives"]["effective depth = depth (§IV-A)"]["ok"]
+    assert cover["alternatives"]["at least two blocks before the effective depth"]["ok"] is False  # 1 block of 2
     assert cover["alternatives"]["NCC tolerance 0 errors"]["value"] == 1.0
     # the input already separable: no block before the effective depth, coverage 0, the floor fails
     cover = rows({**weak, "PFC3": [1.0, 1.0, 1.0]})["coverage: share of the blocks before the effective depth"]
