@@ -136,8 +136,8 @@ def handshake(scheduler, security=None):
         return
     import asyncio
     from distributed.comm import connect as dask_connect
-    security = _security(security)
-    args = security.get_connection_args("client") if security is not None else {}
+    from distributed import Security
+    args = (_security(security) or Security()).get_connection_args("client")  # Security(): Dask's config
 
     async def greet():
         comm = await asyncio.wait_for(dask_connect(scheduler, timeout=CONNECT_TIMEOUT, **args), CONNECT_TIMEOUT)

@@ -150,7 +150,10 @@ def test_bfloat16_training_learns_and_keeps_float32_weights():
         train(model, X, y, steps=1, lr=0.1, precision="float16")
 
 
-def test_compiled_training_matches_eager():
+def test_compiled_training_matches_eager(tmp_path, monkeypatch):
+    # inductor's own cache folder: a machine-wide /tmp/torchinductor_<user> can hold kernels compiled under another
+    # CPU capability (make sets ATEN_CPU_CAPABILITY=avx2), whose reuse gave a wrong forward pass
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     X, y = blobs()
     torch.manual_seed(0)
     eager = MLP(10, 32, 3, 3)

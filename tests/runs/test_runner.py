@@ -335,7 +335,7 @@ def test_run_names_are_made_of_safe_characters(value):
 
 def test_a_cell_that_raises_is_reported_in_two_lines_and_its_notebook_kept(tmp_path):
     env = {**os.environ, "NBDEMO_BUILD": str(tmp_path)}
-    r = subprocess.run(NBDEMO + ["run", "PCB-1", "-p", "n_per_class", "7000"], capture_output=True, text=True,
+    r = subprocess.run(NBDEMO + ["run", "PCB-1", "-p", "n_per_class", "7000", "--force"], capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode != 0 and r.stderr.startswith("nbdemo: PCB-1 stopped at cell In [")  # no kernel chatter
     assert "ValueError: n_per_class=7000: fashion-mnist class 0 has only 6000" in r.stderr

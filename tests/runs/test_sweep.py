@@ -246,7 +246,7 @@ def test_a_failing_notebook_is_reported_by_the_sweep_alone(tmp_path):
     env = {**os.environ, "NBDEMO_BUILD": str(tmp_path / "build"), "NBDEMO_RESULTS": str(tmp_path / "results"),
            "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-m", "nbdemo.cli", "sweep", "PCB-1", "--seeds", "0", "-p", "n_per_class",
-                        "7000", "--workers", "1"], env=env, capture_output=True, text=True, timeout=300)
+                        "7000", "--force", "--workers", "1"], env=env, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 1 and "PCB-1 seed 0: FAILED: PCB-1 stopped at cell" in out
     assert "Compute Failed" not in out and "Traceback" not in out, out[-3000:]
