@@ -72,11 +72,7 @@ def assess(claim, profile="default"):
     j = judge(s["runs"], control_runs)
     found = sensitivity.readings(judge, s["runs"], control_runs, j["headline"])
     flips = sensitivity.flips(judge, s["runs"], control_runs, j["headline"])
-    inner = {key.rpartition(", ")[0]: None for key in found if key.endswith(sensitivity.INNER)}
-    for key in inner:
-        lower, higher = (found[f"{key}, {side}"]["headline"] for side in sensitivity.INNER)
-        inner[key] = {"lower": lower, "higher": higher, "sensitive": j["headline"] != lower or j["headline"] != higher}
-    inner |= {key: None for key in sensitivity.not_varied(s["runs"])}
+    inner = sensitivity.inner(found, s["runs"], j["headline"])
     if h:
         h["fresh"] |= {k: j[k] for k in ("headline", "k", "n", "inconclusive", "total", "low", "high")}
     return {**s, **j, **sensitivity.robustness(found), "alternatives": found,

@@ -69,10 +69,16 @@ def undeclared(runs):
                    and not alternatives(r) and not r["source"].get("no_alternative")})
 
 
-def not_varied(runs):
-    """The thresholds of ours inside metrics that rows declare without varying them (an `inner` of None)."""
-    return sorted({key for rec in runs.values() for r in rec["rows"] for key, v in (r.get("inner") or {}).items()
-                   if v is None})
+def inner(found, runs, now):
+    """{threshold of ours inside a metric: {"lower", "higher": the headline with it 10% lower and higher (from
+    `readings`' `found`), "sensitive": either differs from `now`}, or None where rows declare it without varying it}."""
+    declared = [(key, v) for rec in runs.values() for r in rec["rows"] for key, v in (r.get("inner") or {}).items()]
+    out = dict.fromkeys(key for key, _ in declared)
+    for key in out.keys() - {key for key, v in declared if v is None}:
+        if all(f"{key}, {side}" in found for side in INNER):
+            lower, higher = (found[f"{key}, {side}"]["headline"] for side in INNER)
+            out[key] = {"lower": lower, "higher": higher, "sensitive": now != lower or now != higher}
+    return dict(sorted(out.items()))
 
 
 def readings(judge, runs, control_runs, now):
